@@ -1,0 +1,159 @@
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from apps.core.models import TimeStampedModel
+from apps.teams.models import Team, slug_validator
+
+PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+class Percentile(models.TextChoices):
+    P50 = "p50", "p50"
+    P90 = "p90", "p90"
+    P95 = "p95", "p95"
+    P99 = "p99", "p99"
+
+
+class SpanKind(models.TextChoices):
+    ANY = "", "any"
+    INTERNAL = "internal", "internal"
+    SERVER = "server", "server"
+    CLIENT = "client", "client"
+    PRODUCER = "producer", "producer"
+    CONSUMER = "consumer", "consumer"
+
+
+class Portion(models.TextChoices):
+    WHOLE = "whole", "whole span"
+    UNTIL_FIRST_TOKEN = "until_first_token", "until first token"
+    AFTER_FIRST_TOKEN = "after_first_token", "after first token"
+
+
+class NameMatch(models.TextChoices):
+    GLOB = "glob", "glob"
+    REGEX = "regex", "regex"
+
+
+budget_validators = [MinValueValidator(1), MaxValueValidator(3_600_000)]
+
+
+class Pipeline(TimeStampedModel):
+    """A user-facing request path, recognised by its trace's root span."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pipelines")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+
+    match_service = models.CharField("service.name", max_length=200, blank=True)
+    match_root_span = models.CharField("root span name (glob)", max_length=200, blank=True)
+    match_attributes = models.JSONField("root span attributes", default=dict, blank=True)
+
+    # End-to-end budget in milliseconds, at any of the four percentiles.
+    budget_p50_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+    budget_p90_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+    budget_p95_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+    budget_p99_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+
+    # Objective: objective_target percent of requests finish under objective_threshold_ms.
+    objective_target = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(99.999)],
+    )
+    objective_threshold_ms = models.PositiveIntegerField(
+        null=True, blank=True, validators=budget_validators
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "slug"], name="pipeline_unique_team_slug"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(objective_target__isnull=True, objective_threshold_ms__isnull=True)
+                    | models.Q(objective_target__isnull=False, objective_threshold_ms__isnull=False)
+                ),
+                name="pipeline_objective_complete",
+            ),
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def budget(self) -> dict[str, int]:
+        """The end-to-end budget as ``{"p95": 2500, ...}``, only percentiles that are set."""
+        values = {p: getattr(self, f"budget_{p}_ms") for p in PERCENTILES}
+        return {p: v for p, v in values.items() if v is not None}
+
+    @property
+    def headline_budget(self) -> tuple[str, int] | None:
+        """The budget the allocation bar compares against: the highest percentile set."""
+        budget = self.budget
+        if not budget:
+            return None
+        percentile = max(budget, key=PERCENTILES.index)
+        return percentile, budget[percentile]
+
+
+class Stage(TimeStampedModel):
+    """A named step of a pipeline with its own budget; spans reach it through its rules."""
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stages")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=100)
+    position = models.PositiveIntegerField(default=0)
+    budget_percentile = models.CharField(
+        max_length=3, choices=Percentile.choices, default=Percentile.P95
+    )
+    budget_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pipeline", "slug"], name="stage_unique_pipeline_slug")
+        ]
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def budget(self) -> dict[str, int]:
+        return {self.budget_percentile: self.budget_ms} if self.budget_ms else {}
+
+
+class SpanRule(TimeStampedModel):
+    """Maps spans to a stage. Every condition that is set must hold; empty ones match all."""
+
+    stage = models.ForeignKey(Stage, on_delete=models.CASCADE, related_name="rules")
+    position = models.PositiveIntegerField(default=0)
+    span_name = models.CharField(max_length=500, blank=True)
+    name_match = models.CharField(max_length=5, choices=NameMatch.choices, default=NameMatch.GLOB)
+    attributes = models.JSONField(default=dict, blank=True)
+    span_kind = models.CharField(max_length=10, choices=SpanKind.choices, blank=True, default="")
+    service = models.CharField(max_length=200, blank=True)
+    portion = models.CharField(max_length=20, choices=Portion.choices, default=Portion.WHOLE)
+    first_token_event = models.CharField(max_length=100, default="first_token")
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self) -> str:
+        parts = []
+        if self.span_name:
+            op = "~" if self.name_match == NameMatch.REGEX else "="
+            parts.append(f"name {op} {self.span_name}")
+        parts += [f"{key}={value}" for key, value in sorted(self.attributes.items())]
+        if self.span_kind:
+            parts.append(f"kind={self.span_kind}")
+        if self.service:
+            parts.append(f"service={self.service}")
+        if self.portion != Portion.WHOLE:
+            parts.append(self.portion.replace("_", " "))
+        return ", ".join(parts) or "every span"

@@ -1,0 +1,75 @@
+from dataclasses import dataclass
+
+from django.db.models import Count, Prefetch, QuerySet
+
+from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.teams.models import Team
+
+
+def pipelines_for_team(*, team: Team) -> QuerySet[Pipeline]:
+    return Pipeline.objects.filter(team=team).annotate(stage_count=Count("stages")).order_by("name")
+
+
+def pipeline_with_stages(*, pipeline: Pipeline) -> Pipeline:
+    """The pipeline with its stages and their rules loaded in order, in three queries."""
+    return Pipeline.objects.prefetch_related(
+        Prefetch(
+            "stages",
+            queryset=Stage.objects.order_by("position", "id").prefetch_related(
+                Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
+            ),
+        )
+    ).get(pk=pipeline.pk)
+
+
+@dataclass(frozen=True)
+class AllocationSegment:
+    stage: Stage
+    budget_ms: int
+    share: float  # of the end-to-end budget, 0..1 (may sum past 1)
+    same_percentile: bool
+
+
+@dataclass(frozen=True)
+class Allocation:
+    percentile: str | None
+    e2e_ms: int | None
+    allocated_ms: int
+    segments: list[AllocationSegment]
+    unbudgeted: list[Stage]
+
+    @property
+    def over(self) -> bool:
+        return self.e2e_ms is not None and self.allocated_ms > self.e2e_ms
+
+    @property
+    def allocated_share(self) -> float:
+        return self.allocated_ms / self.e2e_ms if self.e2e_ms else 0.0
+
+
+def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
+    """Stage budgets laid against the end-to-end budget, for the allocation bar.
+
+    Only a first look: percentiles of serial stages do not add up, so the real
+    check comes from traces (the budget fit check).
+    """
+    headline = pipeline.headline_budget
+    percentile, e2e = headline if headline else (None, None)
+    stages = list(pipeline.stages.all())
+    segments = [
+        AllocationSegment(
+            stage=stage,
+            budget_ms=stage.budget_ms,
+            share=(stage.budget_ms / e2e) if e2e else 0.0,
+            same_percentile=stage.budget_percentile == percentile,
+        )
+        for stage in stages
+        if stage.budget_ms
+    ]
+    return Allocation(
+        percentile=percentile,
+        e2e_ms=e2e,
+        allocated_ms=sum(s.budget_ms for s in segments),
+        segments=segments,
+        unbudgeted=[stage for stage in stages if not stage.budget_ms],
+    )

@@ -1,0 +1,249 @@
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+
+from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stage
+from apps.pipelines.validation import validate_attributes, validate_span_name
+from apps.teams.models import Team
+
+PIPELINE_FIELDS = (
+    "name",
+    "slug",
+    "description",
+    "match_service",
+    "match_root_span",
+    "match_attributes",
+    "objective_target",
+    "objective_threshold_ms",
+)
+STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms")
+RULE_FIELDS = (
+    "span_name",
+    "name_match",
+    "attributes",
+    "span_kind",
+    "service",
+    "portion",
+    "first_token_event",
+)
+
+
+def _pipeline_validate(pipeline: Pipeline) -> None:
+    errors: dict[str, list[str]] = {}
+    try:
+        validate_attributes(pipeline.match_attributes)
+    except ValidationError as exc:
+        errors.setdefault("match_attributes", []).extend(exc.messages)
+    if not pipeline.budget:
+        errors.setdefault("budget", []).append(
+            "Set an end-to-end budget at one or more of p50/p90/p95/p99."
+        )
+    if (pipeline.objective_target is None) != (pipeline.objective_threshold_ms is None):
+        errors.setdefault("objective_target", []).append(
+            "An objective needs both a target percentage and a threshold."
+        )
+    if (
+        Pipeline.objects.filter(team_id=pipeline.team_id, slug=pipeline.slug)
+        .exclude(pk=pipeline.pk)
+        .exists()
+    ):
+        errors.setdefault("slug", []).append("This team already has a pipeline with this slug.")
+    try:
+        pipeline.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        for field, messages in exc.message_dict.items():
+            errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _apply_budget(pipeline: Pipeline, budget: dict[str, int] | None) -> None:
+    if budget is None:
+        return
+    for percentile in PERCENTILES:
+        setattr(pipeline, f"budget_{percentile}_ms", budget.get(percentile))
+
+
+def _normalise_objective(fields: dict[str, Any]) -> None:
+    if fields.get("objective_target") is not None:
+        fields["objective_target"] = Decimal(str(fields["objective_target"]))
+
+
+def pipeline_create(
+    *, team: Team, slug: str, name: str, budget: dict[str, int], **fields: Any
+) -> Pipeline:
+    unknown = set(fields) - set(PIPELINE_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown pipeline fields: {sorted(unknown)}")
+    _normalise_objective(fields)
+    pipeline = Pipeline(team=team, slug=slug, name=name, **fields)
+    _apply_budget(pipeline, budget)
+    _pipeline_validate(pipeline)
+    pipeline.save()
+    return pipeline
+
+
+def pipeline_update(
+    *, pipeline: Pipeline, budget: dict[str, int] | None = None, **fields: Any
+) -> Pipeline:
+    unknown = set(fields) - set(PIPELINE_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown pipeline fields: {sorted(unknown)}")
+    _normalise_objective(fields)
+    for field, value in fields.items():
+        setattr(pipeline, field, value)
+    _apply_budget(pipeline, budget)
+    _pipeline_validate(pipeline)
+    pipeline.save()
+    return pipeline
+
+
+def pipeline_delete(*, pipeline: Pipeline) -> None:
+    pipeline.delete()
+
+
+def _stage_validate(stage: Stage) -> None:
+    errors: dict[str, list[str]] = {}
+    if (
+        Stage.objects.filter(pipeline_id=stage.pipeline_id, slug=stage.slug)
+        .exclude(pk=stage.pk)
+        .exists()
+    ):
+        errors["slug"] = ["This pipeline already has a stage with this slug."]
+    try:
+        stage.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        for field, messages in exc.message_dict.items():
+            errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def stage_create(
+    *,
+    pipeline: Pipeline,
+    slug: str,
+    name: str,
+    budget_percentile: str = "p95",
+    budget_ms: int | None = None,
+    position: int | None = None,
+) -> Stage:
+    if position is None:
+        last = pipeline.stages.aggregate(last=Max("position"))["last"]
+        position = 0 if last is None else last + 1
+    stage = Stage(
+        pipeline=pipeline,
+        slug=slug,
+        name=name,
+        budget_percentile=budget_percentile,
+        budget_ms=budget_ms,
+        position=position,
+    )
+    _stage_validate(stage)
+    stage.save()
+    return stage
+
+
+def stage_update(*, stage: Stage, **fields: Any) -> Stage:
+    unknown = set(fields) - set(STAGE_FIELDS) - {"position"}
+    if unknown:
+        raise TypeError(f"Unknown stage fields: {sorted(unknown)}")
+    for field, value in fields.items():
+        setattr(stage, field, value)
+    _stage_validate(stage)
+    stage.save()
+    return stage
+
+
+@transaction.atomic
+def stage_delete(*, stage: Stage) -> None:
+    pipeline = stage.pipeline
+    stage.delete()
+    _stages_renumber(
+        pipeline=pipeline, ordered_ids=list(pipeline.stages.values_list("id", flat=True))
+    )
+
+
+def _stages_renumber(*, pipeline: Pipeline, ordered_ids: list[int]) -> None:
+    stages = {stage.id: stage for stage in pipeline.stages.all()}
+    for position, stage_id in enumerate(ordered_ids):
+        stage = stages[stage_id]
+        if stage.position != position:
+            stage.position = position
+            stage.save(update_fields=["position", "updated_at"])
+
+
+@transaction.atomic
+def stages_reorder(*, pipeline: Pipeline, ordered_ids: list[int]) -> list[Stage]:
+    """Give the pipeline's stages the order of ``ordered_ids``, which must name each once."""
+    current = set(pipeline.stages.values_list("id", flat=True))
+    if len(ordered_ids) != len(set(ordered_ids)) or set(ordered_ids) != current:
+        raise ValidationError("The new order must list every stage of the pipeline exactly once.")
+    _stages_renumber(pipeline=pipeline, ordered_ids=ordered_ids)
+    return list(pipeline.stages.order_by("position"))
+
+
+@transaction.atomic
+def stage_move(*, stage: Stage, offset: int) -> list[Stage]:
+    """Move a stage up (-1) or down (+1) by swapping it with its neighbour."""
+    ids = list(stage.pipeline.stages.order_by("position", "id").values_list("id", flat=True))
+    index = ids.index(stage.id)
+    target = max(0, min(len(ids) - 1, index + offset))
+    ids.insert(target, ids.pop(index))
+    return stages_reorder(pipeline=stage.pipeline, ordered_ids=ids)
+
+
+def _rule_validate(rule: SpanRule) -> None:
+    errors: dict[str, list[str]] = {}
+    try:
+        validate_attributes(rule.attributes)
+    except ValidationError as exc:
+        errors["attributes"] = exc.messages
+    try:
+        validate_span_name(rule.span_name, rule.name_match)
+    except ValidationError as exc:
+        errors["span_name"] = exc.messages
+    if not (rule.span_name or rule.attributes or rule.span_kind or rule.service):
+        errors.setdefault("span_name", []).append(
+            "A rule needs at least one condition: span name, attribute, span kind or service."
+        )
+    if rule.portion != Portion.WHOLE and not rule.first_token_event.strip():
+        errors["first_token_event"] = ["Name the event that marks the first token."]
+    try:
+        rule.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        for field, messages in exc.message_dict.items():
+            errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def span_rule_create(*, stage: Stage, position: int | None = None, **fields: Any) -> SpanRule:
+    unknown = set(fields) - set(RULE_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown span rule fields: {sorted(unknown)}")
+    if position is None:
+        last = stage.rules.aggregate(last=Max("position"))["last"]
+        position = 0 if last is None else last + 1
+    rule = SpanRule(stage=stage, position=position, **fields)
+    _rule_validate(rule)
+    rule.save()
+    return rule
+
+
+def span_rule_update(*, rule: SpanRule, **fields: Any) -> SpanRule:
+    unknown = set(fields) - set(RULE_FIELDS) - {"position"}
+    if unknown:
+        raise TypeError(f"Unknown span rule fields: {sorted(unknown)}")
+    for field, value in fields.items():
+        setattr(rule, field, value)
+    _rule_validate(rule)
+    rule.save()
+    return rule
+
+
+def span_rule_delete(*, rule: SpanRule) -> None:
+    rule.delete()

@@ -1,0 +1,116 @@
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.teams.models import ApiToken, Membership, Role, Team
+from apps.teams.tokens import API_TOKEN_PREFIX, token_digest, token_generate
+
+User = get_user_model()
+
+
+@transaction.atomic
+def team_create(*, slug: str, name: str, owner: AbstractBaseUser | None = None) -> Team:
+    team = Team(slug=slug, name=name or slug)
+    team.full_clean()
+    team.save()
+    if owner is not None:
+        Membership.objects.create(team=team, user=owner, role=Role.OWNER)
+    return team
+
+
+def _user_by_identifier(identifier: str) -> AbstractBaseUser:
+    identifier = identifier.strip()
+    matches = list(
+        User.objects.filter(Q(username__iexact=identifier) | Q(email__iexact=identifier))[:2]
+    )
+    if len(matches) != 1:
+        raise ValidationError(
+            {"identifier": f"No single user has the username or email “{identifier}”."}
+        )
+    return matches[0]
+
+
+def membership_add(*, team: Team, identifier: str, role: str) -> Membership:
+    """Add an existing user, found by username or email, to the team."""
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role “{role}”."})
+    user = _user_by_identifier(identifier)
+    if Membership.objects.filter(team=team, user=user).exists():
+        raise ValidationError({"identifier": f"{user} is already a member of {team}."})
+    return Membership.objects.create(team=team, user=user, role=role)
+
+
+def _owners_left_without(membership: Membership) -> int:
+    return (
+        Membership.objects.filter(team_id=membership.team_id, role=Role.OWNER)
+        .exclude(pk=membership.pk)
+        .count()
+    )
+
+
+@transaction.atomic
+def membership_change_role(*, membership: Membership, role: str) -> Membership:
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role “{role}”."})
+    # Lock the team's owner rows so two concurrent demotions cannot both pass the check.
+    list(Membership.objects.select_for_update().filter(team_id=membership.team_id, role=Role.OWNER))
+    if (
+        membership.role == Role.OWNER
+        and role != Role.OWNER
+        and not _owners_left_without(membership)
+    ):
+        raise ValidationError({"role": "A team needs at least one owner."})
+    membership.role = role
+    membership.save(update_fields=["role", "updated_at"])
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership) -> None:
+    list(Membership.objects.select_for_update().filter(team_id=membership.team_id, role=Role.OWNER))
+    if membership.role == Role.OWNER and not _owners_left_without(membership):
+        raise ValidationError("The last owner cannot leave; make someone else an owner first.")
+    membership.delete()
+
+
+def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+    """Create a token and return it with its plain value, which is not stored."""
+    name = name.strip() or "API token"
+    raw = token_generate(API_TOKEN_PREFIX)
+    token = ApiToken(user=user, name=name, prefix=raw[:12], digest=token_digest(raw))
+    token.full_clean()
+    token.save()
+    return token, raw
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at", "updated_at"])
+    return token
+
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def api_token_authenticate(*, raw: str) -> ApiToken | None:
+    if not raw.startswith(API_TOKEN_PREFIX):
+        return None
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    # Record use at most once a minute: a busy client should not write on every request.
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token

@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from apps.core import views as core_views
+from apps.dashboards import views as dashboard_views
+
+urlpatterns = [
+    path("", dashboard_views.home, name="home"),
+    path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", core_views.readyz, name="readyz"),
+    path("accounts/", include("apps.teams.account_urls")),
+    path("teams/", include("apps.teams.urls")),
+    path("teams/<slug:team_slug>/pipelines/", include("apps.pipelines.urls")),
+    path("teams/<slug:team_slug>/config/", include("apps.pipelines.config_urls")),
+    path("api/v1/", include("apps.pipelines.api_urls")),
+    path("api/v1/", include("apps.teams.api_urls")),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny]),
+        name="api-schema",
+    ),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
+        name="api-docs",
+    ),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,39 @@
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+
+from apps.teams.models import Role, Team
+from tests.factories import add_member, make_team, make_user
+
+
+@dataclass
+class TeamWorld:
+    """One team with an owner, an editor and a viewer, and an outsider in another team."""
+
+    team: Team
+    owner: AbstractBaseUser
+    editor: AbstractBaseUser
+    viewer: AbstractBaseUser
+    outsider: AbstractBaseUser
+    other_team: Team
+
+
+@pytest.fixture
+def world(db: None) -> TeamWorld:
+    owner = make_user("olivia")
+    editor = make_user("eddie")
+    viewer = make_user("vera")
+    outsider = make_user("oscar")
+    team = make_team("acme", owner=owner)
+    add_member(team, editor, Role.EDITOR)
+    add_member(team, viewer, Role.VIEWER)
+    other_team = make_team("globex", owner=outsider)
+    return TeamWorld(team, owner, editor, viewer, outsider, other_team)
+
+
+def client_for(user: AbstractBaseUser) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
