@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.test import Client
 
 from apps.teams.models import Role, Team
@@ -13,10 +13,10 @@ class TeamWorld:
     """One team with an owner, an editor and a viewer, and an outsider in another team."""
 
     team: Team
-    owner: AbstractBaseUser
-    editor: AbstractBaseUser
-    viewer: AbstractBaseUser
-    outsider: AbstractBaseUser
+    owner: User
+    editor: User
+    viewer: User
+    outsider: User
     other_team: Team
 
 
@@ -33,7 +33,7 @@ def world(db: None) -> TeamWorld:
     return TeamWorld(team, owner, editor, viewer, outsider, other_team)
 
 
-def client_for(user: AbstractBaseUser) -> Client:
+def client_for(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client

@@ -4,7 +4,7 @@ from itertools import count
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.pipelines.services import pipeline_create, span_rule_create, stage_create
@@ -15,18 +15,18 @@ PASSWORD = "correct-horse-battery"
 _seq = count(1)
 
 
-def make_user(username: str | None = None, **fields: Any) -> AbstractBaseUser:
+def make_user(username: str | None = None, **fields: Any) -> User:
     username = username or f"user{next(_seq)}"
     fields.setdefault("email", f"{username}@example.com")
     return get_user_model().objects.create_user(username=username, password=PASSWORD, **fields)
 
 
-def make_team(slug: str | None = None, *, owner: AbstractBaseUser | None = None) -> Team:
+def make_team(slug: str | None = None, *, owner: User | None = None) -> Team:
     slug = slug or f"team-{next(_seq)}"
     return team_create(slug=slug, name=slug.replace("-", " ").title(), owner=owner)
 
 
-def add_member(team: Team, user: AbstractBaseUser, role: str = Role.EDITOR) -> Membership:
+def add_member(team: Team, user: User, role: str = Role.EDITOR) -> Membership:
     return Membership.objects.create(team=team, user=user, role=role)
 
 

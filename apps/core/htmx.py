@@ -1,4 +1,4 @@
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django_htmx.middleware import HtmxDetails
 
@@ -7,4 +7,4 @@ class HtmxHttpRequest(HttpRequest):
     """Request type for views: django-htmx adds ``htmx``; login_required guarantees a user."""
 
     htmx: HtmxDetails
-    user: AbstractBaseUser  # type: ignore[assignment]
+    user: User

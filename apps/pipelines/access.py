@@ -1,4 +1,4 @@
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.shortcuts import get_object_or_404
 
 from apps.pipelines.models import Pipeline, SpanRule, Stage
@@ -8,7 +8,7 @@ from apps.teams.models import Membership
 
 def pipeline_for_user(
     *,
-    user: AbstractBaseUser | AnonymousUser,
+    user: User | AnonymousUser,
     team_slug: str,
     pipeline_slug: str,
     write: bool = False,

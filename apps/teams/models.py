@@ -19,7 +19,7 @@ class Role(models.TextChoices):
 class Team(TimeStampedModel):
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=100)
-    members = models.ManyToManyField(  # type: ignore[var-annotated]
+    members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
 

@@ -1,7 +1,6 @@
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -10,11 +9,9 @@ from django.utils import timezone
 from apps.teams.models import ApiToken, Membership, Role, Team
 from apps.teams.tokens import API_TOKEN_PREFIX, token_digest, token_generate
 
-User = get_user_model()
-
 
 @transaction.atomic
-def team_create(*, slug: str, name: str, owner: AbstractBaseUser | None = None) -> Team:
+def team_create(*, slug: str, name: str, owner: User | None = None) -> Team:
     team = Team(slug=slug, name=name or slug)
     team.full_clean()
     team.save()
@@ -23,7 +20,7 @@ def team_create(*, slug: str, name: str, owner: AbstractBaseUser | None = None) 
     return team
 
 
-def _user_by_identifier(identifier: str) -> AbstractBaseUser:
+def _user_by_identifier(identifier: str) -> User:
     identifier = identifier.strip()
     matches = list(
         User.objects.filter(Q(username__iexact=identifier) | Q(email__iexact=identifier))[:2]
@@ -78,7 +75,7 @@ def membership_remove(*, membership: Membership) -> None:
     membership.delete()
 
 
-def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """Create a token and return it with its plain value, which is not stored."""
     name = name.strip() or "API token"
     raw = token_generate(API_TOKEN_PREFIX)
@@ -114,3 +111,22 @@ def api_token_authenticate(*, raw: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+def user_create(*, username: str, email: str = "", password: str | None = None) -> User:
+    """Create a user; without a password the account cannot sign in until one is set."""
+    username = username.strip()
+    email = User.objects.normalize_email(email.strip())
+    if User.objects.filter(username__iexact=username).exists():
+        raise ValidationError({"username": f"The username “{username}” is taken."})
+    # Members are invited by email, so an address must lead to one account only.
+    if email and User.objects.filter(email__iexact=email).exists():
+        raise ValidationError({"email": f"An account with the email “{email}” already exists."})
+    user = User(username=username, email=email)
+    if password:
+        user.set_password(password)
+    else:
+        user.set_unusable_password()
+    user.full_clean()
+    user.save()
+    return user

@@ -1,0 +1,89 @@
+"""Settings come from the environment; production settings pass Django's deploy checks."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.processes import ROOT
+
+PRODUCTION_KEY = "x7#kq2!vLr9@pWz4$Nt8^Hc3&Bm6*Yf1(Gd5)Js0-Ua2+Ee7=Io4"
+
+
+def _manage(*args: str, tmp_path: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_SETTINGS_MODULE", "SECRET_KEY", "DEBUG", "SECRET_KEY_FILE")
+    }
+    env.update(DJANGO_SETTINGS_MODULE="budgets_site.settings", VAR_DIR=str(tmp_path), **env_vars)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_settings_pass_the_deploy_check(tmp_path: Path) -> None:
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        tmp_path=tmp_path,
+        DEBUG="false",
+        SECRET_KEY=PRODUCTION_KEY,
+        ALLOWED_HOSTS="budgets.example.com",
+        SITE_URL="https://budgets.example.com",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_a_missing_secret_key_stops_production_with_a_clear_message(tmp_path: Path) -> None:
+    result = _manage("check", tmp_path=tmp_path, DEBUG="false")
+    assert result.returncode != 0
+    assert "SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG is off" in result.stderr
+
+
+def test_the_secret_key_can_come_from_a_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "secret"
+    key_file.write_text(PRODUCTION_KEY)
+    result = _manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(settings.SECRET_KEY)",
+        tmp_path=tmp_path,
+        DEBUG="false",
+        SECRET_KEY_FILE=str(key_file),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == PRODUCTION_KEY
+
+
+def test_development_generates_a_secret_key_once_and_keeps_it(tmp_path: Path) -> None:
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = _manage("shell", "--no-imports", "-c", code, tmp_path=tmp_path, DEBUG="true")
+    second = _manage("shell", "--no-imports", "-c", code, tmp_path=tmp_path, DEBUG="true")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == second.stdout.strip() == (tmp_path / "secret_key").read_text()
+    assert len(first.stdout.strip()) >= 50
+
+
+def test_embedded_defaults_need_no_server(tmp_path: Path) -> None:
+    code = (
+        "from django.conf import settings; "
+        "print(settings.DATABASES['default']['ENGINE']); print(settings.CELERY_BROKER_URL); "
+        "print(settings.CACHES['default']['BACKEND']); print(settings.EMAIL_BACKEND)"
+    )
+    env = {"DEBUG": "true"}
+    result = _manage("shell", "--no-imports", "-c", code, tmp_path=tmp_path, **env)
+    lines = result.stdout.split()
+    assert lines[0] == "django.db.backends.sqlite3"
+    assert lines[1] == "filesystem://"
+    assert lines[2].endswith("LocMemCache")
+    assert lines[3] == "django.core.mail.backends.console.EmailBackend"

@@ -1,0 +1,72 @@
+"""Start real processes (Celery worker, web server) against the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL naming the database the tests are using right now."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{connection.settings_dict['NAME']}"
+    user = quote(db.get("USER") or "")
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{connection.settings_dict['NAME']}"
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="budgets_site.settings_test",
+        DATABASE_URL=test_database_url(),
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def celery_worker(log_path: Path, queues: str = "ingest,rollup,alerts") -> Iterator[None]:
+    """A real ``celery worker`` process consuming our queues, stopped gracefully after use."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "budgets_site", "worker",
+                "-Q", queues, "--concurrency", "1", "--loglevel", "INFO",
+                "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h",
+            ],
+            cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            yield
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
