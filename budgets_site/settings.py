@@ -10,6 +10,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -57,6 +58,7 @@ INSTALLED_APPS = [
     "apps.core",
     "apps.teams",
     "apps.pipelines",
+    "apps.rollups",
     "apps.dashboards",
 ]
 
@@ -229,8 +231,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("ingest", "rollup", "alerts"))
 CELERY_TASK_DEFAULT_QUEUE = "rollup"
-CELERY_TASK_QUEUES_NAMES = ("ingest", "rollup", "alerts")
 CELERY_TASK_ROUTES = {
     "apps.ingest.*": {"queue": "ingest"},
     "apps.rollups.*": {"queue": "rollup"},

@@ -1,3 +1,8 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from apps.teams import apis
+
+urlpatterns = [
+    path("teams/", apis.TeamListApi.as_view(), name="api-teams"),
+    path("me/", apis.MeApi.as_view(), name="api-me"),
+]

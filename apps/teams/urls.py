@@ -7,6 +7,18 @@ app_name = "teams"
 urlpatterns = [
     path("new/", views.team_create_view, name="create"),
     path("tokens/", views.api_tokens, name="api_tokens"),
+    path("tokens/<int:token_id>/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
     path("<slug:team_slug>/", views.switch, name="switch"),
     path("<slug:team_slug>/members/", views.members, name="members"),
+    path("<slug:team_slug>/members/leave/", views.leave, name="leave"),
+    path(
+        "<slug:team_slug>/members/<int:membership_id>/role/",
+        views.member_role,
+        name="member_role",
+    ),
+    path(
+        "<slug:team_slug>/members/<int:membership_id>/remove/",
+        views.member_remove,
+        name="member_remove",
+    ),
 ]

@@ -1,22 +1,244 @@
-# Placeholder views, replaced by the teams UI.
-from django.http import HttpRequest, HttpResponse
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from apps.core.htmx import HtmxHttpRequest
+from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
+from apps.teams.access import membership_for_owner, membership_for_user
+from apps.teams.forms import (
+    ApiTokenCreateForm,
+    MemberAddForm,
+    RoleChangeForm,
+    SignupForm,
+    TeamCreateForm,
+    add_service_error,
+)
+from apps.teams.models import Membership, Role
+from apps.teams.selectors import api_tokens_for_user, memberships_for_team
+from apps.teams.services import (
+    api_token_create,
+    api_token_revoke,
+    membership_add,
+    membership_change_role,
+    membership_remove,
+    team_create,
+    user_create,
+)
 
 
-def signup(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("signup")
+def _messages_of(error: ValidationError) -> str:
+    return " ".join(error.messages)
 
 
-def team_create_view(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("create")
+@require_http_methods(["GET", "POST"])
+def signup(request: HtmxHttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("home")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = user_create(
+                username=form.cleaned_data["username"],
+                email=form.cleaned_data["email"],
+                password=form.cleaned_data["password1"],
+            )
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            login(request, user)
+            messages.success(request, "Welcome! Create a team to start defining budgets.")
+            return redirect("teams:create")
+    return render(request, "registration/signup.html", {"form": form})
 
 
-def api_tokens(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("tokens")
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_create_view(request: HtmxHttpRequest) -> HttpResponse:
+    form = TeamCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            team = team_create(
+                slug=form.cleaned_data["slug"], name=form.cleaned_data["name"], owner=request.user
+            )
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            request.session[CURRENT_TEAM_SESSION_KEY] = team.slug
+            messages.success(request, f"Team “{team.name}” created. You are its owner.")
+            return redirect("pipelines:list", team_slug=team.slug)
+    return render(request, "teams/create.html", {"form": form})
 
 
-def switch(request: HttpRequest, team_slug: str) -> HttpResponse:
-    return HttpResponse("switch")
+@login_required
+@require_GET
+def switch(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    return redirect("pipelines:list", team_slug=membership.team.slug)
 
 
-def members(request: HttpRequest, team_slug: str) -> HttpResponse:
-    return HttpResponse("members")
+def _render_members(
+    request: HtmxHttpRequest,
+    me: Membership,
+    *,
+    add_form: MemberAddForm | None = None,
+    member_error: str = "",
+    partial: bool = False,
+) -> HttpResponse:
+    context = {
+        "team": me.team,
+        "me": me,
+        "memberships": memberships_for_team(team=me.team),
+        "roles": Role.choices,
+        "add_form": (add_form or MemberAddForm()) if me.is_owner else None,
+        "member_error": member_error,
+    }
+    template = "teams/members.html#member-table" if partial else "teams/members.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def members(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    if request.method != "POST":
+        return _render_members(request, membership_for_user(user=request.user, team_slug=team_slug))
+    me = membership_for_owner(user=request.user, team_slug=team_slug)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        try:
+            added = membership_add(
+                team=me.team,
+                identifier=form.cleaned_data["identifier"],
+                role=form.cleaned_data["role"],
+            )
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            messages.success(request, f"Added {added.user} as {added.get_role_display()}.")
+            return redirect("teams:members", team_slug=me.team.slug)
+    return _render_members(request, me, add_form=form)
+
+
+def _after_member_action(
+    request: HtmxHttpRequest, me: Membership, *, error: str, success: str
+) -> HttpResponse:
+    """Swap the member table in place for htmx; otherwise report and redirect."""
+    if request.htmx:
+        # The actor may have changed their own role; render what they may now do.
+        me.refresh_from_db()
+        return _render_members(request, me, member_error=error, partial=True)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, success)
+    return redirect("teams:members", team_slug=me.team.slug)
+
+
+@login_required
+@require_POST
+def member_role(request: HtmxHttpRequest, team_slug: str, membership_id: int) -> HttpResponse:
+    me = membership_for_owner(user=request.user, team_slug=team_slug)
+    target = get_object_or_404(memberships_for_team(team=me.team), pk=membership_id)
+    form = RoleChangeForm(request.POST)
+    error = ""
+    if not form.is_valid():
+        error = "Choose a role: owner, editor or viewer."
+    else:
+        try:
+            membership_change_role(membership=target, role=form.cleaned_data["role"])
+        except ValidationError as exc:
+            error = _messages_of(exc)
+    success = f"{target.user} is now {target.get_role_display().lower()}."
+    return _after_member_action(request, me, error=error, success=success)
+
+
+@login_required
+@require_POST
+def member_remove(request: HtmxHttpRequest, team_slug: str, membership_id: int) -> HttpResponse:
+    me = membership_for_owner(user=request.user, team_slug=team_slug)
+    target = get_object_or_404(memberships_for_team(team=me.team), pk=membership_id)
+    removing_self = target.pk == me.pk  # compared first: delete() clears target.pk
+    try:
+        membership_remove(membership=target)
+    except ValidationError as exc:
+        return _after_member_action(request, me, error=_messages_of(exc), success="")
+    if removing_self:
+        return _left_team(request, me)
+    return _after_member_action(
+        request, me, error="", success=f"Removed {target.user} from {me.team}."
+    )
+
+
+def _left_team(request: HtmxHttpRequest, me: Membership) -> HttpResponse:
+    if request.session.get(CURRENT_TEAM_SESSION_KEY) == me.team.slug:
+        del request.session[CURRENT_TEAM_SESSION_KEY]
+    messages.success(request, f"You left {me.team}.")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("home"))
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def leave(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    me = membership_for_user(user=request.user, team_slug=team_slug)
+    try:
+        membership_remove(membership=me)
+    except ValidationError as exc:
+        messages.error(request, _messages_of(exc))
+        return redirect("teams:members", team_slug=me.team.slug)
+    return _left_team(request, me)
+
+
+def _render_tokens(
+    request: HtmxHttpRequest,
+    *,
+    form: ApiTokenCreateForm,
+    new_token: str = "",
+    new_token_name: str = "",
+    partial: bool = False,
+) -> HttpResponse:
+    context = {
+        "form": form,
+        "tokens": api_tokens_for_user(user=request.user),
+        "new_token": new_token,
+        "new_token_name": new_token_name,
+    }
+    template = "teams/api_tokens.html#token-table" if partial else "teams/api_tokens.html"
+    return render(request, template, context)
+
+
+@never_cache  # the page may carry a freshly created token
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_tokens(request: HtmxHttpRequest) -> HttpResponse:
+    form = ApiTokenCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, raw = api_token_create(user=request.user, name=form.cleaned_data["name"])
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            # Rendered, not redirected: the plain token must never be stored, even in the session.
+            return _render_tokens(
+                request, form=ApiTokenCreateForm(), new_token=raw, new_token_name=token.name
+            )
+    return _render_tokens(request, form=form)
+
+
+@login_required
+@require_POST
+def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(api_tokens_for_user(user=request.user), pk=token_id)
+    api_token_revoke(token=token)
+    if request.htmx:
+        return _render_tokens(request, form=ApiTokenCreateForm(), partial=True)
+    messages.success(request, f"Revoked “{token.name}”. Clients using it now get 401.")
+    return redirect("teams:api_tokens")

@@ -10,12 +10,13 @@ from tests.processes import ROOT
 PRODUCTION_KEY = "x7#kq2!vLr9@pWz4$Nt8^Hc3&Bm6*Yf1(Gd5)Js0-Ua2+Ee7=Io4"
 
 
-def _manage(*args: str, tmp_path: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DJANGO_SETTINGS_MODULE", "SECRET_KEY", "DEBUG", "SECRET_KEY_FILE")
-    }
+def _manage(
+    *args: str, tmp_path: Path, embedded: bool = False, **env_vars: str
+) -> subprocess.CompletedProcess[str]:
+    drop = {"DJANGO_SETTINGS_MODULE", "SECRET_KEY", "DEBUG", "SECRET_KEY_FILE"}
+    if embedded:
+        drop |= {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "EMAIL_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(DJANGO_SETTINGS_MODULE="budgets_site.settings", VAR_DIR=str(tmp_path), **env_vars)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -80,8 +81,9 @@ def test_embedded_defaults_need_no_server(tmp_path: Path) -> None:
         "print(settings.DATABASES['default']['ENGINE']); print(settings.CELERY_BROKER_URL); "
         "print(settings.CACHES['default']['BACKEND']); print(settings.EMAIL_BACKEND)"
     )
-    env = {"DEBUG": "true"}
-    result = _manage("shell", "--no-imports", "-c", code, tmp_path=tmp_path, **env)
+    result = _manage(
+        "shell", "--no-imports", "-c", code, tmp_path=tmp_path, embedded=True, DEBUG="true"
+    )
     lines = result.stdout.split()
     assert lines[0] == "django.db.backends.sqlite3"
     assert lines[1] == "filesystem://"

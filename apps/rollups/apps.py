@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RollupsConfig(AppConfig):
+    name = "apps.rollups"
+    label = "rollups"
