@@ -1,6 +1,328 @@
-# Placeholder views, replaced by the pipelines UI.
-from django.http import HttpRequest, HttpResponse
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import reswap, retarget
+
+from apps.core.htmx import HtmxHttpRequest
+from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
+from apps.pipelines.access import pipeline_for_user, span_rule_for_stage, stage_for_pipeline
+from apps.pipelines.forms import (
+    MoveForm,
+    PipelineCreateForm,
+    PipelineForm,
+    SpanRuleForm,
+    StageForm,
+    add_service_error,
+)
+from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.presets import PRESETS, pipeline_create_from_preset
+from apps.pipelines.selectors import (
+    Allocation,
+    AllocationSegment,
+    pipeline_allocation,
+    pipeline_with_stages,
+    pipelines_for_team,
+)
+from apps.pipelines.services import (
+    pipeline_delete,
+    pipeline_update,
+    span_rule_create,
+    span_rule_delete,
+    span_rule_update,
+    stage_create,
+    stage_delete,
+    stage_move,
+    stage_update,
+)
+from apps.teams.access import membership_for_user, membership_for_writer
+from apps.teams.models import Membership
+
+DETAIL = "pipelines/detail.html"
+EDITOR_ID = "#stage-editor"
 
 
-def pipeline_list(request: HttpRequest, team_slug: str) -> HttpResponse:
-    return HttpResponse("pipelines")
+@login_required
+def pipeline_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    context = {
+        "team": membership.team,
+        "can_write": membership.can_write,
+        "pipelines": pipelines_for_team(team=membership.team),
+        "presets": {k: p for k, p in PRESETS.items() if p.stages},
+    }
+    return render(request, "pipelines/list.html", context)
+
+
+def _preset_initial(key: str | None) -> dict[str, Any]:
+    preset = PRESETS.get(key or "")
+    if key is None or preset is None:
+        return {}
+    initial: dict[str, Any] = {"preset": key, "description": preset.description}
+    initial.update({f"budget_{p}_ms": ms for p, ms in preset.budget.items()})
+    return initial
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pipeline_create_view(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_writer(user=request.user, team_slug=team_slug)
+    form = PipelineCreateForm(initial=_preset_initial(request.GET.get("preset")))
+    if request.method == "POST":
+        form = PipelineCreateForm(request.POST)
+    if form.is_bound and form.is_valid():
+        try:
+            pipeline = pipeline_create_from_preset(
+                team=membership.team, preset=form.cleaned_data["preset"], **form.service_kwargs()
+            )
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            messages.success(request, f"Pipeline “{pipeline.name}” created.")
+            return redirect("pipelines:detail", team_slug=team_slug, pipeline_slug=pipeline.slug)
+    context = {"team": membership.team, "form": form, "pipeline": None}
+    return render(request, "pipelines/form.html", context, status=422 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pipeline_edit(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    form = PipelineForm(initial=PipelineForm.initial_for(pipeline))
+    if request.method == "POST":
+        form = PipelineForm(request.POST)
+        if form.is_valid():
+            try:
+                pipeline = pipeline_update(pipeline=pipeline, **form.service_kwargs())
+            except ValidationError as exc:
+                add_service_error(form, exc)
+            else:
+                messages.success(request, f"Pipeline “{pipeline.name}” saved.")
+                return redirect(
+                    "pipelines:detail", team_slug=team_slug, pipeline_slug=pipeline.slug
+                )
+    context = {"team": membership.team, "form": form, "pipeline": pipeline}
+    return render(request, "pipelines/form.html", context, status=422 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pipeline_delete_view(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    if request.method == "POST":
+        pipeline_delete(pipeline=pipeline)
+        messages.success(request, f"Pipeline “{pipeline.name}” deleted.")
+        return redirect("pipelines:list", team_slug=team_slug)
+    return render(request, "pipelines/delete.html", {"team": membership.team, "pipeline": pipeline})
+
+
+@dataclass(frozen=True)
+class BarSegment:
+    segment: AllocationSegment
+    width: str  # CSS percentage of the bar
+
+
+def allocation_bar(*, pipeline: Pipeline) -> dict[str, Any]:
+    """The allocation with segment widths; an over-allocated bar is scaled to fit."""
+    allocation: Allocation = pipeline_allocation(pipeline=pipeline)
+    scale = max(1.0, allocation.allocated_share)
+    e2e = allocation.e2e_ms or 0
+    return {
+        "allocation": allocation,
+        "segments": [BarSegment(s, f"{s.share / scale * 100:.2f}") for s in allocation.segments],
+        "free_width": f"{max(0.0, 1 - allocation.allocated_share) * 100:.2f}",
+        "percent": round(allocation.allocated_share * 100),
+        "over_ms": max(0, allocation.allocated_ms - e2e),
+        "other_percentile": [s for s in allocation.segments if not s.same_percentile],
+    }
+
+
+def _editor_context(membership: Membership, pipeline: Pipeline) -> dict[str, Any]:
+    pipeline = pipeline_with_stages(pipeline=pipeline)
+    return {
+        "team": membership.team,
+        "can_write": membership.can_write,
+        "pipeline": pipeline,
+        "stages": pipeline.stages.all(),
+        "bar": allocation_bar(pipeline=pipeline),
+        "stage_form": StageForm(),
+    }
+
+
+@login_required
+def pipeline_detail(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
+    context = _editor_context(membership, pipeline)
+    response = render(request, f"{DETAIL}#editor" if request.htmx else DETAIL, context)
+    # One URL serves the page and its editor fragment: caches must keep them apart.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def _editor_changed(
+    request: HtmxHttpRequest, membership: Membership, pipeline: Pipeline
+) -> HttpResponse:
+    """After a change: htmx gets the whole editor (stages and bar), others the page."""
+    if not request.htmx:
+        return redirect(
+            "pipelines:detail", team_slug=pipeline.team.slug, pipeline_slug=pipeline.slug
+        )
+    response = render(request, f"{DETAIL}#editor", _editor_context(membership, pipeline))
+    # Inline forms target themselves (so errors land in place); a success replaces the editor.
+    return reswap(retarget(response, EDITOR_ID), "outerHTML")
+
+
+def _editor_form(
+    request: HtmxHttpRequest, membership: Membership, partial: str, context: dict[str, Any]
+) -> HttpResponse:
+    context |= {"team": membership.team, "can_write": True}
+    status = 422 if context["form"].errors else 200
+    if request.htmx:
+        return render(request, f"{DETAIL}#{partial}", context, status=status)
+    context["partial"] = f"{DETAIL}#{partial}"
+    return render(request, "pipelines/editor_form.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def stage_add(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    form = StageForm(request.POST) if request.method == "POST" else StageForm()
+    if form.is_bound and form.is_valid():
+        try:
+            stage_create(pipeline=pipeline, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            return _editor_changed(request, membership, pipeline)
+    context = {"pipeline": pipeline, "stage": None, "form": form}
+    return _editor_form(request, membership, "stage_form", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def stage_edit(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
+    form = StageForm(initial=StageForm.initial_for(stage))
+    if request.method == "POST":
+        form = StageForm(request.POST)
+        if form.is_valid():
+            try:
+                stage_update(stage=stage, **form.cleaned_data)
+            except ValidationError as exc:
+                add_service_error(form, exc)
+            else:
+                return _editor_changed(request, membership, pipeline)
+    context = {"pipeline": pipeline, "stage": stage, "form": form}
+    return _editor_form(request, membership, "stage_form", context)
+
+
+@login_required
+@require_POST
+def stage_delete_view(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage_delete(stage=stage_for_pipeline(pipeline=pipeline, stage_id=stage_id))
+    return _editor_changed(request, membership, pipeline)
+
+
+@login_required
+@require_POST
+def stage_move_view(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
+    form = MoveForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Move a stage up or down.")
+    stage_move(stage=stage, offset=form.offset)
+    return _editor_changed(request, membership, pipeline)
+
+
+def _rule_context(pipeline: Pipeline, stage: Stage, **extra: Any) -> dict[str, Any]:
+    return {"pipeline": pipeline, "stage": stage, "rule": None, **extra}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rule_add(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
+    form = SpanRuleForm(request.POST) if request.method == "POST" else SpanRuleForm()
+    if form.is_bound and form.is_valid():
+        try:
+            span_rule_create(stage=stage, **form.cleaned_data)
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            return _editor_changed(request, membership, pipeline)
+    return _editor_form(request, membership, "rule_form", _rule_context(pipeline, stage, form=form))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rule_edit(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int, rule_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
+    rule = span_rule_for_stage(stage=stage, rule_id=rule_id)
+    form = SpanRuleForm(initial=SpanRuleForm.initial_for(rule))
+    if request.method == "POST":
+        form = SpanRuleForm(request.POST)
+        if form.is_valid():
+            try:
+                span_rule_update(rule=rule, **form.cleaned_data)
+            except ValidationError as exc:
+                add_service_error(form, exc)
+            else:
+                return _editor_changed(request, membership, pipeline)
+    context = _rule_context(pipeline, stage, rule=rule, form=form)
+    return _editor_form(request, membership, "rule_form", context)
+
+
+@login_required
+@require_POST
+def rule_delete(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int, rule_id: int
+) -> HttpResponse:
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
+    span_rule_delete(rule=span_rule_for_stage(stage=stage, rule_id=rule_id))
+    return _editor_changed(request, membership, pipeline)
