@@ -22,6 +22,19 @@ def pipeline_with_stages(*, pipeline: Pipeline) -> Pipeline:
     ).get(pk=pipeline.pk)
 
 
+def stages_for_pipeline(*, pipeline: Pipeline) -> QuerySet[Stage]:
+    """The pipeline's stages in order, each with its rules loaded in order."""
+    return (
+        Stage.objects.filter(pipeline=pipeline)
+        .order_by("position", "id")
+        .prefetch_related(Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id")))
+    )
+
+
+def span_rules_for_stage(*, stage: Stage) -> QuerySet[SpanRule]:
+    return SpanRule.objects.filter(stage=stage).order_by("position", "id")
+
+
 @dataclass(frozen=True)
 class AllocationSegment:
     stage: Stage

@@ -4,14 +4,21 @@
 for validation errors, mapping a field (dotted for nested ones) to its messages.
 """
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _messages_by_field(exc: DjangoValidationError) -> dict[str, list[str]]:
+    return exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -31,15 +38,31 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(detail)]}
 
 
+@contextmanager
+def api_field_names(renames: Mapping[str, str]) -> Iterator[None]:
+    """Report a service's model-field errors under the API's field names."""
+    try:
+        yield
+    except DjangoValidationError as exc:
+        fields: dict[str, list[str]] = {}
+        for field, messages in _messages_by_field(exc).items():
+            fields.setdefault(renames.get(field, field), []).extend(messages)
+        raise DjangoValidationError(fields) from exc
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DjangoValidationError):
+        non_field = api_settings.NON_FIELD_ERRORS_KEY
         exc = exceptions.ValidationError(
-            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+            {
+                (non_field if field == NON_FIELD_ERRORS else field): messages
+                for field, messages in _messages_by_field(exc).items()
+            }
         )
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
+        exc = exceptions.PermissionDenied(str(exc) or None)
 
     response = drf_exception_handler(exc, context)
     if response is None:

@@ -1,7 +1,29 @@
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import QuerySet
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
 
 
 class DefaultPagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+def paginated_response(
+    *,
+    request: Request,
+    view: APIView,
+    queryset: QuerySet[Any] | Sequence[Any],
+    serializer_class: type[BaseSerializer[Any]],
+) -> Response:
+    """One page of ``queryset`` as ``{count, next, previous, results}``."""
+    pagination_class = getattr(view, "pagination_class", None) or DefaultPagination
+    paginator = pagination_class()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
