@@ -1,0 +1,47 @@
+"""REST API for a team's pipelines, their stages and span rules.
+
+One view per operation, each with its input serializer; writes go through the
+services, reads through the selectors. The team comes from apps.core.api.team.
+"""
+
+from apps.pipelines.apis.pipelines import (
+    PipelineCreateApi,
+    PipelineDeleteApi,
+    PipelineDetailApi,
+    PipelineListApi,
+    PipelineUpdateApi,
+)
+from apps.pipelines.apis.rules import (
+    SpanRuleCreateApi,
+    SpanRuleDeleteApi,
+    SpanRuleDetailApi,
+    SpanRuleListApi,
+    SpanRuleUpdateApi,
+)
+from apps.pipelines.apis.stages import (
+    StageCreateApi,
+    StageDeleteApi,
+    StageDetailApi,
+    StageListApi,
+    StageReorderApi,
+    StageUpdateApi,
+)
+
+__all__ = [
+    "PipelineCreateApi",
+    "PipelineDeleteApi",
+    "PipelineDetailApi",
+    "PipelineListApi",
+    "PipelineUpdateApi",
+    "SpanRuleCreateApi",
+    "SpanRuleDeleteApi",
+    "SpanRuleDetailApi",
+    "SpanRuleListApi",
+    "SpanRuleUpdateApi",
+    "StageCreateApi",
+    "StageDeleteApi",
+    "StageDetailApi",
+    "StageListApi",
+    "StageReorderApi",
+    "StageUpdateApi",
+]

@@ -1,0 +1,222 @@
+"""Shared pieces of the pipelines API: lookups, fields and output representations."""
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from apps.core.api.team import team_slug_for_request
+from apps.pipelines.access import pipeline_for_user, span_rule_for_stage
+from apps.pipelines.models import (
+    PERCENTILES,
+    NameMatch,
+    Pipeline,
+    Portion,
+    SpanKind,
+    SpanRule,
+    Stage,
+)
+from apps.pipelines.validation import validate_budget_mapping
+
+# Service errors name model fields; the API reports them under its own nested names.
+PIPELINE_ERROR_FIELDS = {
+    "match_service": "match.service",
+    "match_root_span": "match.root_span",
+    "match_attributes": "match.attributes",
+    "objective_target": "objective.target",
+    "objective_threshold_ms": "objective.threshold_ms",
+    **{f"budget_{percentile}_ms": "budget" for percentile in PERCENTILES},
+}
+STAGE_ERROR_FIELDS = {"budget_ms": "budget", "budget_percentile": "budget"}
+
+
+def _pipeline(request: Request, pipeline_slug: str, *, write: bool = False) -> Pipeline:
+    _, pipeline = pipeline_for_user(
+        user=request.user,
+        team_slug=team_slug_for_request(request),
+        pipeline_slug=pipeline_slug,
+        write=write,
+    )
+    return pipeline
+
+
+def _stage(request: Request, pipeline_slug: str, stage_slug: str, *, write: bool = False) -> Stage:
+    pipeline = _pipeline(request, pipeline_slug, write=write)
+    return get_object_or_404(
+        Stage.objects.select_related("pipeline"), pipeline=pipeline, slug=stage_slug
+    )
+
+
+def _rule(
+    request: Request, pipeline_slug: str, stage_slug: str, rule_id: int, *, write: bool = False
+) -> SpanRule:
+    stage = _stage(request, pipeline_slug, stage_slug, write=write)
+    return span_rule_for_stage(stage=stage, rule_id=rule_id)
+
+
+def _pipeline_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """Service keyword arguments from the API's nested ``match`` and ``objective``."""
+    fields = {key: value for key, value in data.items() if key not in ("match", "objective")}
+    for key, value in data.get("match", {}).items():
+        fields[f"match_{key}"] = value
+    if "objective" in data:
+        objective = data["objective"] or {}
+        fields["objective_target"] = objective.get("target")
+        fields["objective_threshold_ms"] = objective.get("threshold_ms")
+    return fields
+
+
+def _stage_fields(data: dict[str, Any]) -> dict[str, Any]:
+    fields = {key: value for key, value in data.items() if key != "budget"}
+    if "budget" in data:
+        budget = data["budget"] or {}
+        fields["budget_ms"] = None
+        for percentile, ms in budget.items():
+            fields.update(budget_percentile=percentile, budget_ms=ms)
+    return fields
+
+
+# --- Fields and the representations several operations return ---------------------------
+
+BUDGET_SCHEMA = {
+    "type": "object",
+    "properties": {p: {"type": "integer", "minimum": 1, "maximum": 3_600_000} for p in PERCENTILES},
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+
+
+@extend_schema_field({**BUDGET_SCHEMA, "example": {"p95": 2500}})
+class BudgetField(serializers.Field):
+    """Whole milliseconds by percentile, e.g. ``{"p95": 2500, "p99": 4000}``."""
+
+    single = False
+
+    def to_internal_value(self, data: Any) -> dict[str, int]:
+        return validate_budget_mapping(data, single=self.single)
+
+    def to_representation(self, value: dict[str, int]) -> dict[str, int] | None:
+        return value or None
+
+
+@extend_schema_field({**BUDGET_SCHEMA, "maxProperties": 1, "example": {"p95": 350}})
+class StageBudgetField(BudgetField):
+    single = True
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]
+        },
+        "example": {"gen_ai.operation.name": "embeddings"},
+    }
+)
+class AttributesField(serializers.JSONField):
+    """Attribute equalities: attribute key to a string, number or boolean."""
+
+
+class SpanRuleOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField()
+    span_name = serializers.CharField()
+    name_match = serializers.ChoiceField(choices=NameMatch.choices)
+    attributes = AttributesField()
+    span_kind = serializers.ChoiceField(choices=SpanKind.choices)
+    service = serializers.CharField()
+    portion = serializers.ChoiceField(choices=Portion.choices)
+    first_token_event = serializers.CharField()
+
+    class Meta:
+        ref_name = "SpanRule"
+
+
+class StageOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    position = serializers.IntegerField()
+    budget = StageBudgetField(allow_null=True)
+    rules = SpanRuleOutput(many=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Stage"
+
+
+class MatchOutput(serializers.Serializer):
+    service = serializers.CharField(source="match_service")
+    root_span = serializers.CharField(source="match_root_span")
+    attributes = AttributesField(source="match_attributes")
+
+    class Meta:
+        ref_name = "PipelineMatch"
+
+
+class ObjectiveOutput(serializers.Serializer):
+    target = serializers.DecimalField(
+        max_digits=6, decimal_places=3, coerce_to_string=False, source="objective_target"
+    )
+    threshold_ms = serializers.IntegerField(source="objective_threshold_ms")
+
+    class Meta:
+        ref_name = "PipelineObjective"
+
+
+class PipelineOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    match = MatchOutput(source="*")
+    budget = BudgetField()
+    objective = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Pipeline"
+
+    @extend_schema_field(ObjectiveOutput(allow_null=True))
+    def get_objective(self, pipeline: Pipeline) -> dict[str, Any] | None:
+        if pipeline.objective_target is None:
+            return None
+        return ObjectiveOutput(pipeline).data
+
+
+class PipelineSummaryOutput(PipelineOutput):
+    stage_count = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "PipelineSummary"
+
+
+class PipelineDetailOutput(PipelineOutput):
+    stages = StageOutput(many=True)
+
+    class Meta:
+        ref_name = "PipelineDetail"
+
+
+class MatchInput(serializers.Serializer):
+    service = serializers.CharField(max_length=200, allow_blank=True, default="")
+    root_span = serializers.CharField(max_length=200, allow_blank=True, default="")
+    attributes = AttributesField(default=dict)
+
+    class Meta:
+        ref_name = "PipelineMatchInput"
+
+
+class ObjectiveInput(serializers.Serializer):
+    target = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        coerce_to_string=False,
+        help_text="Percent of requests that should finish under the threshold.",
+    )
+    threshold_ms = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "PipelineObjectiveInput"
