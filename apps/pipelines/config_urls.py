@@ -6,4 +6,6 @@ app_name = "config"
 
 urlpatterns = [
     path("", config_views.config_page, name="page"),
+    path("download/", config_views.config_download, name="download"),
+    path("apply/", config_views.config_apply, name="apply"),
 ]

@@ -168,7 +168,8 @@ def stage_delete(*, stage: Stage) -> None:
 
 
 def _stages_renumber(*, pipeline: Pipeline, ordered_ids: list[int]) -> None:
-    stages = {stage.id: stage for stage in pipeline.stages.all()}
+    # A fresh query: a prefetched pipeline.stages cache may predate the last change.
+    stages = {stage.id: stage for stage in Stage.objects.filter(pipeline=pipeline)}
     for position, stage_id in enumerate(ordered_ids):
         stage = stages[stage_id]
         if stage.position != position:

@@ -1,5 +1,6 @@
 """Checks shared by the forms, the REST API and configuration as code."""
 
+import math
 import re
 from typing import Any
 
@@ -47,7 +48,12 @@ def validate_budget_mapping(value: Any, *, single: bool = False) -> dict[str, in
             raise ValidationError(
                 f"Unknown percentile “{percentile}”; use one of {', '.join(PERCENTILES)}."
             )
-        if isinstance(ms, bool) or not isinstance(ms, int | float) or ms != int(ms):
+        if (
+            isinstance(ms, bool)
+            or not isinstance(ms, int | float)
+            or not math.isfinite(ms)
+            or ms != int(ms)
+        ):
             raise ValidationError(f"Budget {percentile} must be a whole number of milliseconds.")
         if ms <= 0:
             raise ValidationError(f"Budget {percentile} must be positive, not {ms}.")

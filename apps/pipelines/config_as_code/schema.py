@@ -1,0 +1,38 @@
+"""A whole configuration file: the team and each known section, validated with line numbers."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from apps.pipelines.config_as_code.errors import ConfigInvalid
+from apps.pipelines.config_as_code.loader import load_yaml
+from apps.pipelines.config_as_code.reader import Reader
+from apps.pipelines.config_as_code.sections import SECTIONS
+from apps.teams.models import slug_validator
+
+
+@dataclass(frozen=True)
+class Document:
+    team: str
+    team_line: int
+    # Only the sections present in the file; a missing section is left unmanaged.
+    sections: dict[str, Any]
+
+
+def parse_document(text: str) -> Document:
+    """Validate a file completely; raise ConfigInvalid listing every error by line."""
+    root, errors = load_yaml(text)
+    reader = Reader(errors)
+    keys = ("team", *(section.key for section in SECTIONS))
+    entries = reader.mapping(root, what="the file", keys=keys, required=("team",)) or {}
+    team, team_line = "", root.line
+    if "team" in entries:
+        team = reader.text(entries["team"], max_length=50, check=slug_validator) or ""
+        team_line = entries["team"].value.line
+    sections = {
+        section.key: section.parse(entries[section.key], reader)
+        for section in SECTIONS
+        if section.key in entries
+    }
+    if reader.errors:
+        raise ConfigInvalid(reader.errors)
+    return Document(team=team, team_line=team_line, sections=sections)
