@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from apps.teams.models import ApiToken, Membership, Team
+from apps.teams.models import ApiToken, IngestToken, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -21,3 +22,25 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "digest"]
     raw_id_fields = ["user"]
+
+
+@admin.register(IngestToken)
+class IngestTokenAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "team",
+        "prefix",
+        "created_by",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "team__slug"]
+    readonly_fields = ["prefix", "digest", "created_by", "last_used_at"]
+    raw_id_fields = ["team"]
+
+    # The plain token exists only at creation, so tokens are made where it can be shown:
+    # the team's ingest token page or `manage.py ingest_token create`.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

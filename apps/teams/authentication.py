@@ -4,6 +4,7 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from apps.teams.services import api_token_authenticate
+from apps.teams.tokens import INGEST_TOKEN_PREFIX
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -21,6 +22,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed(
                 "Send the header as “Authorization: Bearer <token>”."
+            )
+        # Ingest tokens are write-only: they send spans and must never read a team's data.
+        if parts[1].startswith(INGEST_TOKEN_PREFIX):
+            raise exceptions.AuthenticationFailed(
+                "Ingest tokens can only send spans; use a personal API token."
             )
         token = api_token_authenticate(raw=parts[1])
         if token is None:

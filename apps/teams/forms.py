@@ -60,3 +60,14 @@ class ApiTokenCreateForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["name"].widget.attrs["placeholder"] = "CI deploy"
+
+
+class IngestTokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        help_text="Which service or collector sends with it, e.g. “prod collector”.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["name"].widget.attrs["placeholder"] = "prod collector"

@@ -76,3 +76,32 @@ class ApiToken(TimeStampedModel):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class IngestToken(TimeStampedModel):
+    """A team's write-only token for sending spans: only a SHA-256 digest is stored."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ingest_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
+    digest = models.CharField(max_length=64, unique=True)
+    # Kept when its creator leaves or is deleted: the collectors using it must keep working.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

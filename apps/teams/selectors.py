@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
-from apps.teams.models import ApiToken, Membership, Team
+from apps.teams.models import ApiToken, IngestToken, Membership, Team
 
 
 def teams_for_user(*, user: User) -> QuerySet[Team]:
@@ -19,6 +19,12 @@ def memberships_for_team(*, team: Team) -> QuerySet[Membership]:
 
 def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).order_by("-created_at")
+
+
+def ingest_tokens_for_team(*, team: Team) -> QuerySet[IngestToken]:
+    return (
+        IngestToken.objects.filter(team=team).select_related("created_by").order_by("-created_at")
+    )
 
 
 def team_by_slug(*, slug: str) -> Team | None:

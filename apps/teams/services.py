@@ -6,8 +6,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.teams.models import ApiToken, Membership, Role, Team
-from apps.teams.tokens import API_TOKEN_PREFIX, token_digest, token_generate
+from apps.teams.models import ApiToken, IngestToken, Membership, Role, Team
+from apps.teams.tokens import (
+    API_TOKEN_PREFIX,
+    INGEST_TOKEN_PREFIX,
+    token_digest,
+    token_generate,
+)
 
 
 @transaction.atomic
@@ -109,6 +114,47 @@ def api_token_authenticate(*, raw: str) -> ApiToken | None:
     # Record use at most once a minute: a busy client should not write on every request.
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def ingest_token_create(
+    *, team: Team, name: str, created_by: User | None
+) -> tuple[IngestToken, str]:
+    """Create a team's ingest token and return it with its plain value, which is not stored."""
+    name = name.strip() or "Ingest token"
+    raw = token_generate(INGEST_TOKEN_PREFIX)
+    token = IngestToken(
+        team=team, name=name, prefix=raw[:12], digest=token_digest(raw), created_by=created_by
+    )
+    token.full_clean()
+    token.save()
+    return token, raw
+
+
+def ingest_token_revoke(*, token: IngestToken) -> IngestToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at", "updated_at"])
+    return token
+
+
+def ingest_token_authenticate(*, raw: str) -> IngestToken | None:
+    """The active ingest token with this value, with its team; None for anything else."""
+    if not raw.startswith(INGEST_TOKEN_PREFIX):
+        return None
+    token = (
+        IngestToken.objects.select_related("team")
+        .filter(digest=token_digest(raw), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    # Collectors export every few seconds from many processes: the conditional update writes
+    # at most once a minute per token, whichever request gets there first.
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    if IngestToken.objects.filter(stale, pk=token.pk).update(last_used_at=now):
         token.last_used_at = now
     return token
 

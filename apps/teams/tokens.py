@@ -8,6 +8,8 @@ import hashlib
 import secrets
 
 API_TOKEN_PREFIX = "lbk_"  # noqa: S105 - a public marker, not a secret
+# A distinct prefix lets the REST API refuse ingest tokens by name, without a lookup.
+INGEST_TOKEN_PREFIX = "lbi_"  # noqa: S105 - a public marker, not a secret
 
 
 def token_generate(prefix: str) -> str:

@@ -21,4 +21,10 @@ urlpatterns = [
         views.member_remove,
         name="member_remove",
     ),
+    path("<slug:team_slug>/ingest-tokens/", views.ingest_tokens, name="ingest_tokens"),
+    path(
+        "<slug:team_slug>/ingest-tokens/<int:token_id>/revoke/",
+        views.ingest_token_revoke_view,
+        name="ingest_token_revoke",
+    ),
 ]

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -11,9 +12,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.core.htmx import HtmxHttpRequest
 from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
-from apps.teams.access import membership_for_owner, membership_for_user
+from apps.teams.access import membership_for_owner, membership_for_user, membership_for_writer
 from apps.teams.forms import (
     ApiTokenCreateForm,
+    IngestTokenCreateForm,
     MemberAddForm,
     RoleChangeForm,
     SignupForm,
@@ -21,10 +23,16 @@ from apps.teams.forms import (
     add_service_error,
 )
 from apps.teams.models import Membership, Role
-from apps.teams.selectors import api_tokens_for_user, memberships_for_team
+from apps.teams.selectors import (
+    api_tokens_for_user,
+    ingest_tokens_for_team,
+    memberships_for_team,
+)
 from apps.teams.services import (
     api_token_create,
     api_token_revoke,
+    ingest_token_create,
+    ingest_token_revoke,
     membership_add,
     membership_change_role,
     membership_remove,
@@ -242,3 +250,63 @@ def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpRespon
         return _render_tokens(request, form=ApiTokenCreateForm(), partial=True)
     messages.success(request, f"Revoked “{token.name}”. Clients using it now get 401.")
     return redirect("teams:api_tokens")
+
+
+def _render_ingest_tokens(
+    request: HtmxHttpRequest,
+    me: Membership,
+    *,
+    form: IngestTokenCreateForm | None = None,
+    new_token: str = "",
+    new_token_name: str = "",
+    partial: bool = False,
+) -> HttpResponse:
+    context = {
+        "team": me.team,
+        "me": me,
+        "tokens": ingest_tokens_for_team(team=me.team),
+        "form": (form or IngestTokenCreateForm()) if me.can_write else None,
+        "new_token": new_token,
+        "new_token_name": new_token_name,
+        "site_url": settings.SITE_URL,
+    }
+    template = (
+        "teams/ingest_tokens.html#ingest-token-table" if partial else "teams/ingest_tokens.html"
+    )
+    return render(request, template, context)
+
+
+@never_cache  # the page may carry a freshly created token
+@login_required
+@require_http_methods(["GET", "POST"])
+def ingest_tokens(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    if request.method != "POST":
+        me = membership_for_user(user=request.user, team_slug=team_slug)
+        return _render_ingest_tokens(request, me)
+    me = membership_for_writer(user=request.user, team_slug=team_slug)
+    form = IngestTokenCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            token, raw = ingest_token_create(
+                team=me.team, name=form.cleaned_data["name"], created_by=request.user
+            )
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            # Rendered, not redirected: the plain token must never be stored, even in the session.
+            return _render_ingest_tokens(request, me, new_token=raw, new_token_name=token.name)
+    return _render_ingest_tokens(request, me, form=form)
+
+
+@login_required
+@require_POST
+def ingest_token_revoke_view(
+    request: HtmxHttpRequest, team_slug: str, token_id: int
+) -> HttpResponse:
+    me = membership_for_writer(user=request.user, team_slug=team_slug)
+    token = get_object_or_404(ingest_tokens_for_team(team=me.team), pk=token_id)
+    ingest_token_revoke(token=token)
+    if request.htmx:
+        return _render_ingest_tokens(request, me, partial=True)
+    messages.success(request, f"Revoked “{token.name}”. Senders using it now get 401.")
+    return redirect("teams:ingest_tokens", team_slug=me.team.slug)
