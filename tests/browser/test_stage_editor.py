@@ -13,9 +13,6 @@ from django.db import connections
 from apps.pipelines.models import Pipeline
 from tests.factories import PASSWORD, make_team, make_user
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM would refuse it.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 CHROMIUM = (
     os.environ.get("CHROMIUM_PATH")
     or shutil.which("chromium")
@@ -30,8 +27,14 @@ pytestmark = [
 
 
 @pytest.fixture
-def page(transactional_db: None, live_server: Any, settings: Any) -> Iterator[Any]:
+def page(
+    transactional_db: None, live_server: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; Django's ORM would refuse
+    # it. Allowed for this test only, so no other test runs with the check off.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
     # The live server speaks plain HTTP.
     settings.SESSION_COOKIE_SECURE = False
