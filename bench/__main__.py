@@ -11,9 +11,9 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "budgets_site.settings_test")
 django.setup()
 
-from bench import pages  # noqa: E402
+from bench import decode, pages  # noqa: E402
 
-BENCHMARKS = {"pages": pages.run}
+BENCHMARKS = {"pages": pages.run, "decode": decode.run}
 
 
 def main(argv: list[str]) -> int:

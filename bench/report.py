@@ -48,3 +48,13 @@ def print_table(title: str, rows: dict[str, dict[str, Any]]) -> None:
     print("".ljust(width) + "".join(c.rjust(10) for c in columns))
     for name, row in rows.items():
         print(name.ljust(width) + "".join(str(row[c]).rjust(10) for c in columns))
+
+
+def print_rows(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) -> None:
+    """Like print_table, for rows with other columns than latency samples."""
+    width = max(len(name) for name in rows) + 2
+    column_width = max(10, *(len(c) + 2 for c in columns))
+    print(f"\n{title}")
+    print("".ljust(width) + "".join(c.rjust(column_width) for c in columns))
+    for name, row in rows.items():
+        print(name.ljust(width) + "".join(str(row[c]).rjust(column_width) for c in columns))

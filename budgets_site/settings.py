@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.core",
     "apps.teams",
     "apps.pipelines",
+    "apps.ingest",
     "apps.rollups",
     "apps.dashboards",
 ]
@@ -241,8 +242,27 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "apps.core.tasks.record_heartbeat", "schedule": 30.0},
+    # Safety net: requests schedule draining themselves; this catches anything missed.
+    "ingest-drain": {"task": "apps.ingest.tasks.drain_raw_batches", "schedule": 5.0},
+    "traces-finalize": {"task": "apps.rollups.tasks.finalize_quiet_traces", "schedule": 1.0},
+    "storage-maintain": {"task": "apps.ingest.tasks.maintain_storage", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- Ingestion and trace assembly ---------------------------------------------------
+# Caps apply to the body as sent and again after decompression.
+INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024)
+INGEST_MAX_DECOMPRESSED_BYTES = env.int("INGEST_MAX_DECOMPRESSED_BYTES", default=32 * 1024 * 1024)
+# Per ingest token, spans per second averaged over a few seconds; 0 turns the limit off.
+INGEST_RATE_LIMIT_SPANS = env.int("INGEST_RATE_LIMIT_SPANS", default=50_000)
+# Accepted spans not yet stored; past this, clients are told to retry later (503).
+INGEST_MAX_BACKLOG_SPANS = env.int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000)
+# One ingest task stores up to this many spans from many coalesced requests.
+INGEST_DRAIN_MAX_SPANS = env.int("INGEST_DRAIN_MAX_SPANS", default=20_000)
+TRACE_IDLE_SECONDS = env.float("TRACE_IDLE_SECONDS", default=10.0)
+TRACE_MAX_WAIT_SECONDS = env.float("TRACE_MAX_WAIT_SECONDS", default=300.0)
+SPAN_RETENTION_DAYS = env.int("SPAN_RETENTION_DAYS", default=7)
+SAMPLE_RETENTION_DAYS = env.int("SAMPLE_RETENTION_DAYS", default=30)
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

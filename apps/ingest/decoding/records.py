@@ -1,0 +1,155 @@
+"""Normalized span records: what every decoder produces, whatever the wire format.
+
+Records are read-only by convention: spans of one resource share the same
+``resource`` dict, and decoders never touch a record after building it.
+"""
+
+import math
+from typing import Any, NamedTuple
+
+import msgspec
+
+AttributeValue = str | int | float | bool | list[Any]
+Attributes = dict[str, AttributeValue]
+
+UNKNOWN_SERVICE = "unknown_service"
+KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
+STATUSES = ("unset", "ok", "error")
+
+# Span times end up in bigint columns.
+MAX_TIME_NS = 2**63 - 1
+MAX_ERRORS = 5
+
+# Deprecated GenAI semantic-convention names and their replacements. The old key is
+# kept so that rules written against either name keep matching.
+GENAI_RENAMES = (
+    ("gen_ai.system", "gen_ai.provider.name"),
+    ("gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens"),
+    ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens"),
+)
+
+
+class SpanEvent(NamedTuple):
+    name: str
+    time_ns: int
+    attributes: Attributes
+
+
+# gc=False: nothing a record holds can refer back to it, and batches make many of them.
+class SpanRecord(msgspec.Struct, frozen=True, gc=False):
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes | None
+    name: str
+    service: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    status: str
+    status_message: str
+    attributes: Attributes
+    resource: Attributes
+    scope_name: str
+    events: list[SpanEvent]
+
+
+class Reason:
+    """Why a single span was rejected; also the key of ``DecodeResult.reasons``."""
+
+    TRACE_ID = "invalid trace id"
+    SPAN_ID = "invalid span id"
+    PARENT_ID = "invalid parent span id"
+    NAME = "empty name"
+    TIME = "missing or invalid time"
+    END_BEFORE_START = "end before start"
+    KIND = "invalid kind"
+    STATUS = "invalid status"
+
+
+class DecodeResult(msgspec.Struct):
+    spans: list[SpanRecord]
+    rejected: int = 0
+    errors: list[str] = []
+    reasons: dict[str, int] = {}
+
+    @property
+    def error_message(self) -> str:
+        """One line for ``partial_success.error_message``; empty when nothing was rejected."""
+        if not self.rejected:
+            return ""
+        counts = ", ".join(f"{reason} ({n})" for reason, n in self.reasons.items())
+        noun = "span" if self.rejected == 1 else "spans"
+        return f"rejected {self.rejected} {noun}: {counts}"
+
+
+class Rejections:
+    """Counts rejected spans per reason and keeps the first few messages."""
+
+    __slots__ = ("count", "errors", "reasons")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.errors: list[str] = []
+        self.reasons: dict[str, int] = {}
+
+    def add(self, index: int, reason: str) -> None:
+        self.count += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"span {index}: {reason}")
+
+    def result(self, spans: list[SpanRecord]) -> DecodeResult:
+        return DecodeResult(
+            spans=spans, rejected=self.count, errors=self.errors, reasons=self.reasons
+        )
+
+
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+
+
+def span_problem(
+    trace_id: bytes, span_id: bytes, parent_span_id: bytes, name: str, start_ns: int, end_ns: int
+) -> str | None:
+    """The reason to reject a span, or None. An empty or all-zero parent means a root span."""
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+        return Reason.TRACE_ID
+    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+        return Reason.SPAN_ID
+    if parent_span_id and len(parent_span_id) != 8:
+        return Reason.PARENT_ID
+    if not name:
+        return Reason.NAME
+    if start_ns <= 0 or end_ns <= 0 or start_ns > MAX_TIME_NS or end_ns > MAX_TIME_NS:
+        return Reason.TIME
+    if end_ns < start_ns:
+        return Reason.END_BEFORE_START
+    return None
+
+
+def parent_or_none(parent_span_id: bytes) -> bytes | None:
+    if not parent_span_id or parent_span_id == _ZERO_SPAN_ID:
+        return None
+    return parent_span_id
+
+
+def normalise_genai(attributes: Attributes) -> None:
+    for old, new in GENAI_RENAMES:
+        if old in attributes and new not in attributes:
+            attributes[new] = attributes[old]
+
+
+def service_of(resource: Attributes) -> str:
+    service = resource.get("service.name")
+    if service is None or service == "":
+        return UNKNOWN_SERVICE
+    return service if isinstance(service, str) else str(service)
+
+
+def finite_or_text(number: float) -> float | str:
+    """NaN and infinities have no JSON form; keep them as their proto3 JSON strings."""
+    if math.isfinite(number):
+        return number
+    if math.isnan(number):
+        return "NaN"
+    return "Infinity" if number > 0 else "-Infinity"

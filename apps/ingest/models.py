@@ -1,0 +1,134 @@
+"""Stored spans and the traces they assemble into.
+
+``Span`` is the hot table: on PostgreSQL it is partitioned by day of span start
+(see ``apps.core.partitions``) and keyed by (trace_pk, span_id, start_ns), which
+grows with the sequential trace id instead of scattering random trace ids over a
+B-tree. ``Trace`` holds one row per trace: the unique (team, trace_id) lookup is
+paid once per trace, not once per span.
+"""
+
+from django.db import models
+
+from apps.pipelines.models import Pipeline
+from apps.teams.models import IngestToken, Team
+
+
+class Encoding(models.IntegerChoices):
+    OTLP_PROTOBUF = 1, "OTLP protobuf"
+    OTLP_JSON = 2, "OTLP JSON"
+    NATIVE_JSON = 3, "native JSON"
+
+
+class RawBatch(models.Model):
+    """A request body exactly as accepted, kept until its spans are stored.
+
+    Committing this row is what a 2xx promises; a worker turns pending batches
+    into spans and deletes them in the same transaction.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(
+        IngestToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    encoding = models.PositiveSmallIntegerField(choices=Encoding.choices)
+    body = models.BinaryField()
+    span_count = models.PositiveIntegerField()
+    received_at = models.DateTimeField(db_index=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.span_count} spans)"
+
+
+class TraceState(models.IntegerChoices):
+    OPEN = 0, "open"
+    FINALIZED = 1, "finalized"
+
+
+class Trace(models.Model):
+    """Assembly state and summary of one trace."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    trace_id = models.BinaryField(max_length=16)
+    state = models.PositiveSmallIntegerField(choices=TraceState.choices, default=TraceState.OPEN)
+    first_seen_at = models.DateTimeField()
+    last_span_at = models.DateTimeField()
+    span_count = models.PositiveIntegerField(default=0)
+
+    root_span_id = models.BinaryField(max_length=8, null=True, blank=True)
+    root_name = models.CharField(max_length=500, blank=True)
+    root_service = models.CharField(max_length=200, blank=True)
+    start_ns = models.BigIntegerField(null=True, blank=True)
+    end_ns = models.BigIntegerField(null=True, blank=True)
+    pipeline = models.ForeignKey(
+        Pipeline, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+    )
+    incomplete = models.BooleanField(default=False)
+    error = models.BooleanField(default=False)
+    untracked_critical_ns = models.BigIntegerField(default=0)
+    finalized_at = models.DateTimeField(null=True, blank=True)
+    revision = models.PositiveIntegerField(default=0, help_text="How often it was finalized.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "trace_id"], name="trace_unique_team_trace_id")
+        ]
+        indexes = [
+            models.Index(
+                fields=["last_span_at"],
+                name="trace_open_by_last_span",
+                condition=models.Q(state=TraceState.OPEN),
+            ),
+            models.Index(fields=["team", "pipeline", "start_ns"], name="trace_team_pipeline_start"),
+            models.Index(fields=["finalized_at"], name="trace_finalized_at"),
+        ]
+
+    def __str__(self) -> str:
+        return bytes(self.trace_id).hex()
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.start_ns is None or self.end_ns is None:
+            return None
+        return max(0, self.end_ns - self.start_ns)
+
+
+class SpanKindCode(models.IntegerChoices):
+    UNSPECIFIED = 0, "unspecified"
+    INTERNAL = 1, "internal"
+    SERVER = 2, "server"
+    CLIENT = 3, "client"
+    PRODUCER = 4, "producer"
+    CONSUMER = 5, "consumer"
+
+
+class StatusCode(models.IntegerChoices):
+    UNSET = 0, "unset"
+    OK = 1, "ok"
+    ERROR = 2, "error"
+
+
+class Span(models.Model):
+    """One stored span. Created by the ingest worker with COPY, never through the ORM."""
+
+    pk = models.CompositePrimaryKey("trace_pk", "span_id", "start_ns")
+    trace_pk = models.BigIntegerField()
+    span_id = models.BinaryField(max_length=8)
+    start_ns = models.BigIntegerField()
+    team_id = models.BigIntegerField()
+    trace_id = models.BinaryField(max_length=16)
+    parent_span_id = models.BinaryField(max_length=8, null=True)
+    name = models.TextField()
+    service = models.TextField()
+    kind = models.PositiveSmallIntegerField(choices=SpanKindCode.choices)
+    end_ns = models.BigIntegerField()
+    status = models.PositiveSmallIntegerField(choices=StatusCode.choices)
+    status_message = models.TextField(blank=True)
+    scope_name = models.TextField(blank=True)
+    attributes = models.JSONField(default=dict)
+    events = models.JSONField(default=list)
+    received_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({bytes(self.span_id).hex()})"

@@ -1,0 +1,112 @@
+"""Raw batches: committed by the request path, drained into spans by the ingest queue."""
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from apps.ingest.decoding.errors import DecodeError
+from apps.ingest.decoding.native_json import decode_native_json
+from apps.ingest.decoding.otlp_json import decode_otlp_json
+from apps.ingest.decoding.otlp_protobuf import decode_otlp_protobuf
+from apps.ingest.decoding.records import DecodeResult
+from apps.ingest.models import Encoding, RawBatch
+from apps.ingest.services.span_writer import spans_store
+from apps.teams.models import IngestToken, Team
+
+logger = logging.getLogger(__name__)
+
+DECODERS = {
+    Encoding.OTLP_PROTOBUF: decode_otlp_protobuf,
+    Encoding.OTLP_JSON: decode_otlp_json,
+    Encoding.NATIVE_JSON: decode_native_json,
+}
+
+
+def raw_batch_store(
+    *, team: Team, token: IngestToken | None, encoding: int, body: bytes, span_count: int
+) -> RawBatch:
+    """Commit an accepted request body; the caller answers 2xx only after this returns."""
+    return RawBatch.objects.create(
+        team=team,
+        token=token,
+        encoding=encoding,
+        body=body,
+        span_count=span_count,
+        received_at=timezone.now(),
+    )
+
+
+def raw_backlog_spans() -> int:
+    return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
+
+
+@dataclass
+class DrainResult:
+    batches: int = 0
+    spans_received: int = 0
+    spans_new: int = 0
+    traces_touched: int = 0
+    failed_batches: int = 0
+
+    @property
+    def more(self) -> bool:
+        return self.batches > 0
+
+
+def _decode(batch: RawBatch) -> DecodeResult:
+    return DECODERS[Encoding(batch.encoding)](bytes(batch.body))
+
+
+def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
+    """Store the spans of the oldest pending batches, coalesced into one write.
+
+    Runs in one transaction: the batches are locked (others skip them), their
+    spans written, and the batches deleted. A crash anywhere rolls everything
+    back and leaves the batches pending, so the work is simply done again; span
+    inserts ignore (trace, span id) pairs already stored, so nothing counts twice.
+    """
+    max_spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
+    result = DrainResult()
+    with transaction.atomic():
+        pending = RawBatch.objects.filter(last_error="").order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            pending = pending.select_for_update(skip_locked=True)
+        batches: list[RawBatch] = []
+        for batch in pending.defer("body")[:500]:
+            if batches and result.spans_received + batch.span_count > max_spans:
+                break
+            batches.append(batch)
+            result.spans_received += batch.span_count
+        if not batches:
+            return result
+        bodies = dict(
+            RawBatch.objects.filter(pk__in=[b.pk for b in batches]).values_list("pk", "body")
+        )
+        records_by_team: dict[int, list] = {}
+        done: list[int] = []
+        for batch in batches:
+            batch.body = bodies[batch.pk]
+            try:
+                decoded = _decode(batch)
+            except DecodeError as exc:
+                # Accepted bodies were decoded once already; one that fails now is kept
+                # out of the way with its error rather than blocking the queue.
+                logger.error("raw batch %s cannot be decoded: %s", batch.pk, exc)
+                RawBatch.objects.filter(pk=batch.pk).update(
+                    attempts=batch.attempts + 1, last_error=str(exc)[:2000]
+                )
+                result.failed_batches += 1
+                continue
+            records_by_team.setdefault(batch.team_id, []).extend(decoded.spans)
+            done.append(batch.pk)
+        for team_id, records in records_by_team.items():
+            written = spans_store(team_id=team_id, records=records)
+            result.spans_new += written.spans_new
+            result.traces_touched += written.traces_touched
+        RawBatch.objects.filter(pk__in=done).delete()
+        result.batches = len(done)
+    return result

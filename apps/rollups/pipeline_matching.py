@@ -1,0 +1,67 @@
+"""Which pipeline a trace belongs to, decided on its root span."""
+
+import re
+from dataclasses import dataclass
+from fnmatch import translate
+
+from apps.pipelines.models import Pipeline
+from apps.rollups.matching import StageMatcher, attribute_text, stage_specs_from_pipeline
+from apps.rollups.spans import Span
+
+
+@dataclass(frozen=True)
+class CompiledPipeline:
+    pipeline: Pipeline
+    service: str
+    root_name: re.Pattern[str] | None
+    attributes: tuple[tuple[str, str | None], ...]
+    matcher: StageMatcher
+    stage_ids: dict[str, int]
+
+    @property
+    def specificity(self) -> int:
+        return bool(self.service) + bool(self.root_name) + len(self.attributes)
+
+    def matches(self, root: Span) -> bool:
+        if self.service and root.service != self.service:
+            return False
+        if self.root_name is not None and not self.root_name.match(root.name):
+            return False
+        for key, expected in self.attributes:
+            if key not in root.attributes or attribute_text(root.attributes[key]) != expected:
+                return False
+        return True
+
+
+def compile_pipeline(pipeline: Pipeline) -> CompiledPipeline:
+    """Compile a pipeline whose stages and rules are prefetched."""
+    return CompiledPipeline(
+        pipeline=pipeline,
+        service=pipeline.match_service,
+        root_name=re.compile(translate(pipeline.match_root_span))
+        if pipeline.match_root_span
+        else None,
+        attributes=tuple(
+            (key, attribute_text(value)) for key, value in sorted(pipeline.match_attributes.items())
+        ),
+        matcher=StageMatcher(stage_specs_from_pipeline(pipeline)),
+        stage_ids={stage.slug: stage.id for stage in pipeline.stages.all()},
+    )
+
+
+class PipelineRouter:
+    """A team's pipelines, most specific first: the first whose root match holds wins.
+
+    Specificity is the number of conditions set (service, root span name,
+    attributes), then the slug, so a catch-all pipeline never hides a precise one.
+    """
+
+    def __init__(self, pipelines: list[Pipeline]) -> None:
+        compiled = [compile_pipeline(p) for p in pipelines]
+        self.pipelines = sorted(compiled, key=lambda c: (-c.specificity, c.pipeline.slug))
+
+    def route(self, root: Span) -> CompiledPipeline | None:
+        for candidate in self.pipelines:
+            if candidate.matches(root):
+                return candidate
+        return None

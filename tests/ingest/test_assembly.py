@@ -1,0 +1,186 @@
+"""Stored batches become spans, spans assemble into traces, quiet traces are finalized."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind
+
+from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
+from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.pipelines.models import Pipeline
+from apps.rollups.models import StageSample
+from apps.rollups.services.finalize import traces_finalize_due
+from apps.teams.models import Team
+from tests.conftest import TeamWorld
+from tests.factories import make_pipeline, make_rule, make_stage
+from tests.ingest.sdk import MS, T0, encode, readable
+
+TRACE = 0xABCDEF0123456789ABCDEF0123456789
+ROOT, AUTH, RETR_A, RETR_B, LLM = 0x10, 0x20, 0x30, 0x31, 0x40
+
+
+def rag_spans(trace_id: int = TRACE) -> list[ReadableSpan]:
+    """Root 0-1000 ms: auth 0-50, two parallel retrievals 50-200 and 50-300,
+    an LLM call 300-950 whose first token comes at 500 (event)."""
+    return [
+        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=T0, end=T0 + 1000 * MS,
+                 trace_id=trace_id),
+        readable("auth.check", AUTH, ROOT, start=T0, end=T0 + 50 * MS, trace_id=trace_id),
+        readable("vector.search a", RETR_A, ROOT, start=T0 + 50 * MS, end=T0 + 200 * MS,
+                 trace_id=trace_id),
+        readable("vector.search b", RETR_B, ROOT, start=T0 + 50 * MS, end=T0 + 300 * MS,
+                 trace_id=trace_id),
+        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=T0 + 300 * MS,
+                 end=T0 + 950 * MS, attributes={"gen_ai.operation.name": "chat"},
+                 events=(Event("first_token", timestamp=T0 + 500 * MS),), trace_id=trace_id),
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def rag_pipeline(world: TeamWorld) -> Pipeline:
+    pipeline = make_pipeline(
+        world.team, "rag-chat", match_service="chat-api", match_root_span="POST /chat"
+    )
+    make_rule(make_stage(pipeline, "auth"), span_name="auth*")
+    make_rule(make_stage(pipeline, "retrieval"), span_name="vector.search*")
+    make_rule(
+        make_stage(pipeline, "ttft"),
+        attributes={"gen_ai.operation.name": "chat"},
+        portion="until_first_token",
+    )
+    make_rule(
+        make_stage(pipeline, "generation"),
+        attributes={"gen_ai.operation.name": "chat"},
+        portion="after_first_token",
+    )
+    return pipeline
+
+
+def store(team: Team, spans: list[ReadableSpan]) -> RawBatch:
+    return raw_batch_store(
+        team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
+        span_count=len(spans),
+    )  # fmt: skip
+
+
+def finalize_later(seconds: float = 60) -> int:
+    return traces_finalize_due(now=timezone.now() + timedelta(seconds=seconds)).traces
+
+
+def samples_ms(trace: Trace) -> dict[str, tuple[float, float]]:
+    assert trace.pipeline is not None
+    stages = {s.id: s.slug for s in trace.pipeline.stages.all()}
+    return {
+        stages[s.stage_id]: (s.wall_ns / MS, s.critical_ns / MS)
+        for s in StageSample.objects.filter(trace_pk=trace.pk)
+    }
+
+
+def test_a_trace_split_over_batches_root_last_is_finalized_with_its_stages(
+    world: TeamWorld, rag_pipeline
+) -> None:
+    spans = rag_spans()
+    store(world.team, spans[1:3])
+    store(world.team, spans[3:])
+    store(world.team, spans[:1])
+    drained = raw_batches_drain()
+    assert (drained.batches, drained.spans_new, drained.traces_touched) == (3, 5, 1)
+    assert not RawBatch.objects.exists()
+
+    trace = Trace.objects.get()
+    assert trace.span_count == 5
+    assert trace.root_span_id is not None
+    assert traces_finalize_due().traces == 0  # not idle yet
+    assert finalize_later() == 1
+
+    trace.refresh_from_db()
+    assert trace.state == TraceState.FINALIZED
+    assert trace.pipeline == rag_pipeline
+    assert not trace.incomplete
+    assert trace.duration_ns == 1000 * MS
+    assert samples_ms(trace) == {
+        "auth": (50, 50),
+        "retrieval": (250, 250),  # the slower of the two parallel searches is critical
+        "ttft": (200, 200),
+        "generation": (450, 450),
+    }
+    critical = sum(s.critical_ns for s in StageSample.objects.filter(trace_pk=trace.pk))
+    assert critical + trace.untracked_critical_ns == trace.duration_ns
+    assert trace.untracked_critical_ns == 50 * MS  # 950-1000 belongs to the root only
+
+
+def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:
+    spans = rag_spans()
+    store(world.team, spans)
+    store(world.team, spans)
+    store(world.team, spans[2:4])
+    drained = raw_batches_drain()
+    assert drained.spans_received == 12
+    assert drained.spans_new == 5
+    assert Span.objects.count() == 5
+    assert Trace.objects.get().span_count == 5
+
+
+def test_a_late_span_reopens_the_trace_and_replaces_its_samples(
+    world: TeamWorld, rag_pipeline
+) -> None:
+    spans = rag_spans()
+    store(world.team, spans[:4])
+    raw_batches_drain()
+    finalize_later()
+    trace = Trace.objects.get()
+    assert set(samples_ms(trace)) == {"auth", "retrieval"}
+
+    store(world.team, spans[4:])  # the LLM span arrives after finalization
+    raw_batches_drain()
+    trace.refresh_from_db()
+    assert trace.state == TraceState.OPEN
+
+    store(world.team, spans[4:])  # and once more: no effect
+    raw_batches_drain()
+    finalize_later()
+    trace.refresh_from_db()
+    assert trace.state == TraceState.FINALIZED
+    assert trace.revision == 2
+    assert StageSample.objects.filter(trace_pk=trace.pk).count() == 4
+    assert samples_ms(trace)["generation"] == (450, 450)
+
+
+def test_a_trace_without_root_is_finalized_incomplete_after_the_maximum_wait(
+    world: TeamWorld, rag_pipeline, settings
+) -> None:
+    store(world.team, rag_spans()[1:])
+    raw_batches_drain()
+    assert finalize_later(settings.TRACE_IDLE_SECONDS + 1) == 0  # idle, but no root yet
+    assert finalize_later(settings.TRACE_MAX_WAIT_SECONDS + 1) == 1
+    trace = Trace.objects.get()
+    assert trace.incomplete
+    assert trace.state == TraceState.FINALIZED
+    assert not StageSample.objects.exists()
+
+
+def test_a_trace_matching_no_pipeline_is_kept_unmatched(world: TeamWorld, rag_pipeline) -> None:
+    spans = [readable("GET /health", 0x99, kind=SpanKind.SERVER, trace_id=0x1234)]
+    store(world.team, spans)
+    raw_batches_drain()
+    finalize_later()
+    trace = Trace.objects.get()
+    assert trace.pipeline is None
+    assert trace.root_name == "GET /health"
+    assert trace.root_service == "chat-api"
+
+
+def test_one_teams_spans_never_reach_another_teams_trace(world: TeamWorld, rag_pipeline) -> None:
+    store(world.team, rag_spans())
+    store(world.other_team, rag_spans())  # the same trace id, sent by another team
+    raw_batches_drain()
+    finalize_later()
+    ours = Trace.objects.get(team=world.team)
+    theirs = Trace.objects.get(team=world.other_team)
+    assert ours.pk != theirs.pk
+    assert ours.span_count == theirs.span_count == 5
+    assert ours.pipeline == rag_pipeline
+    assert theirs.pipeline is None
+    assert not StageSample.objects.filter(team_id=world.other_team.pk).exists()
