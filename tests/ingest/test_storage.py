@@ -1,0 +1,99 @@
+"""Retention drops whole day partitions on PostgreSQL and deletes rows elsewhere."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.core.partitions import day_start_ns, partitions_of
+from apps.ingest.models import Encoding, Span, Trace
+from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.ingest.services.storage import storage_maintain
+from tests.conftest import TeamWorld
+from tests.ingest.sdk import MS, encode, readable
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="partitions exist on PostgreSQL only"
+)
+
+
+def _ns(day: datetime) -> int:
+    return int(day.timestamp()) * 1_000_000_000
+
+
+def store_span_at(world: TeamWorld, start_ns: int, span_id: int) -> None:
+    spans = [readable("POST /chat", span_id, start=start_ns, end=start_ns + MS, trace_id=span_id)]
+    raw_batch_store(
+        team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
+        span_count=1,
+    )  # fmt: skip
+    raw_batches_drain()
+
+
+@postgres_only
+def test_maintenance_creates_day_partitions_and_moves_waiting_rows_into_them(
+    world: TeamWorld,
+) -> None:
+    today = timezone.now().date()
+    tomorrow_noon = datetime(today.year, today.month, today.day, 12, tzinfo=UTC) + timedelta(1)
+    store_span_at(world, _ns(tomorrow_noon), 0x1)  # lands in the default partition for now
+
+    result = storage_maintain()
+
+    days = partitions_of("ingest_span")
+    assert {today - timedelta(1), today, today + timedelta(1), today + timedelta(2)} <= set(days)
+    assert f"ingest_span_p{today + timedelta(1):%Y%m%d}" in result.created
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM ingest_span_default")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute(f'SELECT count(*) FROM "ingest_span_p{today + timedelta(1):%Y%m%d}"')
+        assert cursor.fetchone()[0] == 1
+    assert storage_maintain().created == []  # idempotent
+
+
+@postgres_only
+def test_retention_drops_expired_day_partitions_and_keeps_recent_ones(
+    world: TeamWorld, settings
+) -> None:
+    settings.SPAN_RETENTION_DAYS = 7
+    today = timezone.now().date()
+    old_day = today - timedelta(days=9)
+    recent_day = today - timedelta(days=3)
+    with connection.cursor() as cursor:
+        for day in (old_day, recent_day):
+            low, high = day_start_ns(day), day_start_ns(day + timedelta(1))
+            cursor.execute(
+                f'CREATE TABLE "ingest_span_p{day:%Y%m%d}" PARTITION OF ingest_span '
+                f"FOR VALUES FROM ({low}) TO ({high})"
+            )
+    store_span_at(world, day_start_ns(old_day) + 5, 0x2)
+    store_span_at(world, day_start_ns(recent_day) + 5, 0x3)
+    store_span_at(world, day_start_ns(today - timedelta(days=30)), 0x4)  # in the default one
+
+    result = storage_maintain()
+
+    assert f"ingest_span_p{old_day:%Y%m%d}" in result.dropped
+    assert recent_day in partitions_of("ingest_span")
+    assert old_day not in partitions_of("ingest_span")
+    assert list(Span.objects.values_list("trace_id", flat=True)) == [(0x3).to_bytes(16, "big")]
+
+
+def test_retention_deletes_expired_rows_without_partitions(world: TeamWorld, settings) -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("covered by the partition tests")
+    settings.SPAN_RETENTION_DAYS = 7
+    today = timezone.now().date()
+    store_span_at(world, day_start_ns(today - timedelta(days=9)), 0x5)
+    store_span_at(world, day_start_ns(today - timedelta(days=1)), 0x6)
+    storage_maintain()
+    assert Span.objects.count() == 1
+
+
+def test_traces_older_than_sample_retention_are_deleted(world: TeamWorld, settings) -> None:
+    settings.SAMPLE_RETENTION_DAYS = 30
+    store_span_at(world, day_start_ns(timezone.now().date()), 0x7)
+    Trace.objects.update(last_span_at=timezone.now() - timedelta(days=31))
+    store_span_at(world, day_start_ns(timezone.now().date()), 0x8)
+    storage_maintain()
+    assert list(Trace.objects.values_list("trace_id", flat=True)) == [(0x8).to_bytes(16, "big")]
