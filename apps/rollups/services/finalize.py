@@ -18,6 +18,7 @@ from apps.rollups.attribution import attribute_trace
 from apps.rollups.critical_path import find_root
 from apps.rollups.models import StageSample
 from apps.rollups.pipeline_matching import PipelineRouter
+from apps.rollups.services.dirty import dirty_buckets_mark
 from apps.rollups.spans import Span, unique_spans
 
 SPAN_FIELDS = (
@@ -94,13 +95,20 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
             spans[row[0]].append(_analysis_span(row))
         routers = _routers({t.team_id for t in traces})
 
+        # A trace finalized before may have counted in another pipeline or bucket.
+        touched: set[tuple[int | None, int | None]] = {
+            (t.pipeline_id, t.start_ns) for t in traces if t.revision
+        }
         samples: list[StageSample] = []
         for trace in traces:
             samples += _finalize_one(trace, spans.get(trace.pk, []), routers[trace.team_id], now)
             result.matched += trace.pipeline_id is not None
             result.incomplete += trace.incomplete
-        StageSample.objects.filter(trace_pk__in=[t.pk for t in traces]).delete()
+        trace_pks = [t.pk for t in traces]
+        touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
+        StageSample.objects.filter(trace_pk__in=trace_pks).delete()
         StageSample.objects.bulk_create(samples, batch_size=1000)
+        dirty_buckets_mark(touched)
         Trace.objects.bulk_update(traces, FINALIZED_FIELDS, batch_size=500)
         result.traces = len(traces)
         result.samples = len(samples)

@@ -1,0 +1,33 @@
+"""Marking rollup buckets whose samples changed."""
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from apps.rollups.models import RESOLUTIONS, DirtyBucket
+
+FINEST = RESOLUTIONS[0]
+
+
+def bucket_start(start_ns: int, resolution: int) -> datetime:
+    """The start of the bucket of ``resolution`` seconds holding a nanosecond time."""
+    seconds = start_ns // 1_000_000_000
+    return datetime.fromtimestamp(seconds - seconds % resolution, tz=UTC)
+
+
+def dirty_buckets_mark(
+    pipeline_starts: Iterable[tuple[int | None, int | None]], resolution: int = FINEST
+) -> int:
+    """Mark the finest buckets holding these (pipeline id, trace start ns) pairs dirty."""
+    rows = {
+        (pipeline_id, bucket_start(start_ns, resolution))
+        for pipeline_id, start_ns in pipeline_starts
+        if pipeline_id is not None and start_ns is not None
+    }
+    DirtyBucket.objects.bulk_create(
+        [
+            DirtyBucket(pipeline_id=pipeline_id, resolution=resolution, bucket_start=start)
+            for pipeline_id, start in sorted(rows)
+        ],
+        ignore_conflicts=True,
+    )
+    return len(rows)
