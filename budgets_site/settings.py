@@ -246,6 +246,9 @@ CELERY_BEAT_SCHEDULE = {
     "ingest-drain": {"task": "apps.ingest.tasks.drain_raw_batches", "schedule": 5.0},
     "traces-finalize": {"task": "apps.rollups.tasks.finalize_quiet_traces", "schedule": 1.0},
     "storage-maintain": {"task": "apps.ingest.tasks.maintain_storage", "schedule": 3600.0},
+    # Dirty rollup buckets: freshness of the 10 s rollups is a beat plus one pass.
+    "rollups-process": {"task": "apps.rollups.tasks.process_dirty_rollups", "schedule": 2.0},
+    "rollups-expire": {"task": "apps.rollups.tasks.expire_rollups", "schedule": 600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -14,8 +14,11 @@ urlpatterns = [
     path("teams/", include("apps.teams.urls")),
     path("teams/<slug:team_slug>/pipelines/", include("apps.pipelines.urls")),
     path("teams/<slug:team_slug>/config/", include("apps.pipelines.config_urls")),
+    path("teams/<slug:team_slug>/traces/", include("apps.dashboards.urls")),
+    path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
+    path("api/v1/", include("apps.ingest.api_urls")),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(permission_classes=[AllowAny]),

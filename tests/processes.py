@@ -41,17 +41,29 @@ def process_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def celery_worker(log_path: Path, queues: str = "ingest,rollup,alerts") -> Iterator[None]:
-    """A real ``celery worker`` process consuming our queues, stopped gracefully after use."""
+def celery_worker(
+    log_path: Path,
+    queues: str = "ingest,rollup,alerts",
+    *,
+    beat: bool = False,
+    env: dict[str, str] | None = None,
+) -> Iterator[None]:
+    """A real ``celery worker`` process consuming our queues, stopped gracefully after use.
+
+    With ``beat`` it also runs the periodic schedule (``-B``), keeping its state file
+    next to the log; ``env`` adds environment variables (settings) for that process.
+    """
+    command = [
+        sys.executable, "-m", "celery", "-A", "budgets_site", "worker",
+        "-Q", queues, "--concurrency", "1", "--loglevel", "INFO",
+        "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h",
+    ]  # fmt: skip
+    if beat:
+        command += ["-B", "--schedule", str(log_path.with_suffix(".beat-schedule"))]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "celery", "-A", "budgets_site", "worker",
-                "-Q", queues, "--concurrency", "1", "--loglevel", "INFO",
-                "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h",
-            ],
-            cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            command, cwd=ROOT, env=process_env(**(env or {})), stdout=log, stderr=subprocess.STDOUT
+        )
         try:
             yield
         finally:

@@ -81,6 +81,7 @@ class Trace(models.Model):
                 condition=models.Q(state=TraceState.OPEN),
             ),
             models.Index(fields=["team", "pipeline", "start_ns"], name="trace_team_pipeline_start"),
+            models.Index(fields=["team", "start_ns"], name="trace_team_start"),
             models.Index(fields=["finalized_at"], name="trace_finalized_at"),
         ]
 

@@ -19,7 +19,7 @@ from apps.pipelines.presets import PRESETS
 from apps.teams.models import slug_validator
 
 # Paths under /pipelines/ that a pipeline slug would shadow.
-RESERVED_PIPELINE_SLUGS = frozenset({"new"})
+RESERVED_PIPELINE_SLUGS = frozenset({"new", "unmatched"})
 MAX_ATTRIBUTE_LINES = 50
 INT_RE = re.compile(r"^[+-]?\d+$")
 FLOAT_RE = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)$")

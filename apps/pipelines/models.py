@@ -67,6 +67,18 @@ class Pipeline(TimeStampedModel):
         null=True, blank=True, validators=budget_validators
     )
 
+    # Budget evaluation: a sliding window, a sample floor below which noise gives no
+    # verdict, and how many evaluations back under budget close a violation.
+    evaluation_window_s = models.PositiveIntegerField(
+        default=300, validators=[MinValueValidator(60), MaxValueValidator(3600)]
+    )
+    min_samples = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(100_000)]
+    )
+    close_after = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(360)]
+    )
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["team", "slug"], name="pipeline_unique_team_slug"),

@@ -4,7 +4,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
@@ -70,11 +70,19 @@ def _preset_initial(key: str | None) -> dict[str, Any]:
     return initial
 
 
+def _match_initial(query: QueryDict) -> dict[str, str]:
+    """Root-span match from a link such as the unmatched-traffic summary's."""
+    fields = {"service": "match_service", "root_span": "match_root_span"}
+    values = {field: query.get(param) or "" for param, field in fields.items()}
+    return {field: value[:200] for field, value in values.items() if value}
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def pipeline_create_view(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_writer(user=request.user, team_slug=team_slug)
-    form = PipelineCreateForm(initial=_preset_initial(request.GET.get("preset")))
+    initial = _preset_initial(request.GET.get("preset")) | _match_initial(request.GET)
+    form = PipelineCreateForm(initial=initial)
     if request.method == "POST":
         form = PipelineCreateForm(request.POST)
     if form.is_bound and form.is_valid():

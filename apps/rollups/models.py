@@ -106,3 +106,87 @@ class DirtyBucket(models.Model):
 
     def __str__(self) -> str:
         return f"dirty p{self.pipeline_id} {self.resolution}s@{self.bucket_start}"
+
+
+class BudgetEvaluation(models.Model):
+    """The last evaluation tick of a pipeline's budgets: the claim that makes a pass idempotent.
+
+    An evaluation moves ``evaluated_at`` forward with a conditional update and writes
+    violations in the same transaction; a second run of the same tick updates no row
+    and leaves, so hysteresis counters never advance twice for one tick.
+    """
+
+    pipeline = models.OneToOneField(
+        "pipelines.Pipeline", on_delete=models.CASCADE, related_name="+", primary_key=True
+    )
+    evaluated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"p{self.pipeline_id} evaluated at {self.evaluated_at}"
+
+
+class Violation(models.Model):
+    """A pipeline (``stage`` null) or stage percentile over its budget in the evaluation window.
+
+    Opens when an evaluation finds the percentile over budget, follows the latest
+    and the peak value while open, and closes after ``close_after`` consecutive
+    evaluations back under budget. Percentiles are ``p50``..``p99`` as on budgets.
+    """
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="+")
+    pipeline = models.ForeignKey(
+        "pipelines.Pipeline", on_delete=models.CASCADE, related_name="violations"
+    )
+    stage = models.ForeignKey(
+        "pipelines.Stage",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="violations",
+        help_text="Null for the end-to-end time.",
+    )
+    percentile = models.CharField(max_length=3)
+    budget_ms = models.PositiveIntegerField()
+    window_s = models.PositiveIntegerField()
+    observed_ms = models.FloatField(help_text="The percentile at the latest evaluation.")
+    peak_ms = models.FloatField()
+    sample_count = models.PositiveIntegerField(help_text="Samples in the latest window.")
+    opened_at = models.DateTimeField()
+    last_evaluated_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+    consecutive_ok = models.PositiveSmallIntegerField(default=0)
+    example_trace_ids = models.JSONField(
+        default=list, blank=True, help_text="The slowest traces of the window, hex, slowest first."
+    )
+
+    class Meta:
+        constraints = [
+            # Two partial constraints because NULL stages never collide in a unique index.
+            models.UniqueConstraint(
+                fields=["pipeline", "stage", "percentile"],
+                condition=models.Q(closed_at__isnull=True, stage__isnull=False),
+                name="violation_one_open_per_stage",
+            ),
+            models.UniqueConstraint(
+                fields=["pipeline", "percentile"],
+                condition=models.Q(closed_at__isnull=True, stage__isnull=True),
+                name="violation_one_open_end_to_end",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "-opened_at"], name="violation_team_opened"),
+            models.Index(
+                fields=["pipeline"],
+                name="violation_open_by_pipeline",
+                condition=models.Q(closed_at__isnull=True),
+            ),
+        ]
+        ordering = ["-opened_at", "-id"]
+
+    def __str__(self) -> str:
+        scope = f"stage {self.stage_id}" if self.stage_id else "end to end"
+        return f"p{self.pipeline_id} {scope} {self.percentile} > {self.budget_ms} ms"
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None

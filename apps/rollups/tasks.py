@@ -3,6 +3,8 @@ import time
 from celery import shared_task
 
 from apps.rollups.services.finalize import traces_finalize_due
+from apps.rollups.services.rollup import rollups_process_dirty
+from apps.rollups.services.rollup_retention import rollups_expire
 
 # Scheduled every second; a busy run keeps going for a while instead of waiting a beat.
 FINALIZE_TIME_BUDGET_S = 5.0
@@ -14,3 +16,21 @@ def finalize_quiet_traces() -> None:
     while time.monotonic() < deadline:
         if not traces_finalize_due().traces:
             return
+
+
+# Scheduled every 2 s: a finalized trace reaches the 10 s rollups within a beat plus
+# one pass. A busy run keeps going; the beats queued meanwhile expire unrun.
+ROLLUP_TIME_BUDGET_S = 5.0
+
+
+@shared_task(name="apps.rollups.tasks.process_dirty_rollups", ignore_result=True, expires=2)
+def process_dirty_rollups() -> None:
+    deadline = time.monotonic() + ROLLUP_TIME_BUDGET_S
+    while time.monotonic() < deadline:
+        if not rollups_process_dirty().buckets:
+            return
+
+
+@shared_task(name="apps.rollups.tasks.expire_rollups", ignore_result=True, expires=300)
+def expire_rollups() -> None:
+    rollups_expire()

@@ -3,6 +3,7 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
 from apps.teams.models import ApiToken, IngestToken, Membership, Team
+from apps.teams.tokens import token_digest
 
 
 def teams_for_user(*, user: User) -> QuerySet[Team]:
@@ -25,6 +26,13 @@ def ingest_tokens_for_team(*, team: Team) -> QuerySet[IngestToken]:
     return (
         IngestToken.objects.filter(team=team).select_related("created_by").order_by("-created_at")
     )
+
+
+def ingest_token_active_for_team(*, team: Team, raw: str) -> IngestToken | None:
+    """The team's unrevoked ingest token with this value; unlike authenticating, records no use."""
+    return IngestToken.objects.filter(
+        team=team, digest=token_digest(raw), revoked_at__isnull=True
+    ).first()
 
 
 def team_by_slug(*, slug: str) -> Team | None:

@@ -1,0 +1,124 @@
+"""The trace explorer: recent traces, one trace's waterfall, and unmatched traffic."""
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET
+
+from apps.core.htmx import HtmxHttpRequest
+from apps.dashboards.views.filters import TraceFilterForm, WindowForm
+from apps.dashboards.views.home import CURRENT_TEAM_SESSION_KEY
+from apps.dashboards.views.waterfall import ticks, waterfall_rows
+from apps.ingest.access import trace_for_user
+from apps.ingest.selectors import (
+    MAX_WATERFALL_SPANS,
+    TracePage,
+    ns_to_datetime,
+    ns_to_ms,
+    trace_analysis,
+    traces_page,
+    unmatched_traffic,
+)
+from apps.pipelines.selectors import pipelines_for_team
+from apps.teams.access import membership_for_user
+
+LIST = "dashboards/traces.html"
+DETAIL = "dashboards/trace_detail.html"
+UNMATCHED = "dashboards/unmatched.html"
+PAGE_SIZE = 50
+TEASER_ROWS = 5
+
+
+def _render(
+    request: HtmxHttpRequest, template: str, partial: str, context: dict[str, Any]
+) -> HttpResponse:
+    response = render(request, f"{template}#{partial}" if request.htmx else template, context)
+    # One URL serves the page and its fragment: caches must keep them apart.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@login_required
+@require_GET
+def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    form = TraceFilterForm(request.GET, pipelines=list(pipelines_for_team(team=membership.team)))
+    page = TracePage([], None)
+    next_query = None
+    if form.is_valid():
+        page = traces_page(
+            team=membership.team,
+            filters=form.filters(),
+            cursor=form.cleaned_data["cursor"],
+            limit=PAGE_SIZE,
+        )
+        if page.next_cursor is not None:
+            params = request.GET.copy()
+            params["cursor"] = page.next_cursor.encode()
+            next_query = params.urlencode()
+    first_query = urlencode(
+        {k: v for k, v in request.GET.items() if k != "cursor" and v}, doseq=False
+    )
+    context = {
+        "team": membership.team,
+        "form": form,
+        "page": page,
+        "next_query": next_query,
+        "first_query": first_query,
+        "paged": bool(request.GET.get("cursor")),
+    }
+    return _render(request, LIST, "results", context)
+
+
+@login_required
+@require_GET
+def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> HttpResponse:
+    membership, trace = trace_for_user(user=request.user, team_slug=team_slug, trace_hex=trace_hex)
+    analysis = trace_analysis(trace=trace, span_limit=MAX_WATERFALL_SPANS)
+    context = {
+        "team": membership.team,
+        "trace": trace,
+        "trace_hex": bytes(trace.trace_id).hex(),
+        "started_at": ns_to_datetime(trace.start_ns) if trace.start_ns is not None else None,
+        "analysis": analysis,
+        "rows": waterfall_rows(analysis),
+        "ticks": ticks(analysis),
+        "e2e_ms": ns_to_ms(analysis.e2e_ns),
+        "untracked_ms": ns_to_ms(analysis.untracked_critical_ns),
+        "untracked_percent": (
+            round(analysis.untracked_critical_ns / analysis.e2e_ns * 100, 1)
+            if analysis.e2e_ns
+            else 0.0
+        ),
+        "critical_sum_ms": ns_to_ms(analysis.critical_sum_ns),
+        "span_limit": MAX_WATERFALL_SPANS,
+    }
+    return render(request, DETAIL, context)
+
+
+@login_required
+@require_GET
+def unmatched_traffic_view(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    window = WindowForm(request.GET).window_key
+    compact = request.GET.get("compact") == "1"
+    summary = unmatched_traffic(
+        team=membership.team, window=window, limit=TEASER_ROWS if compact else 50
+    )
+    # Unbound, so the select shows the window in use even when none or a bad one was asked.
+    form = WindowForm(initial={"window": window})
+    context = {
+        "team": membership.team,
+        "can_write": membership.can_write,
+        "form": form,
+        "summary": summary,
+        "compact": compact,
+        "create_url": reverse("pipelines:create", kwargs={"team_slug": membership.team.slug}),
+    }
+    return _render(request, UNMATCHED, "summary", context)

@@ -1,0 +1,68 @@
+"""Admission control for ingestion: a per-token span rate, and the backlog depth.
+
+Both live in the shared cache (Redis in production) so every web process sees
+the same counts, and both cost one or two cache round trips per request.
+"""
+
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+
+from apps.ingest.services.batches import raw_backlog_spans
+
+# The rate is averaged over fixed windows this long: short enough to stop a
+# flood quickly, long enough to let an SDK's bursts of 512 spans through.
+WINDOW_S = 5
+# Outlives its window, so a counter never expires while requests still use it.
+_COUNTER_TTL_S = 2 * WINDOW_S
+
+BACKLOG_KEY = "ingest:backlog-spans"
+# The backlog is a SUM over pending batches; a second-old figure is good enough.
+BACKLOG_TTL_S = 1
+BACKLOG_RETRY_AFTER_S = 5
+
+
+def rate_limit_consume(*, token_id: int, spans: int, now: float | None = None) -> int:
+    """Count a request's spans against its token; 0 when admitted, else seconds to wait.
+
+    Refused spans are given back, so a client that backs off is not charged for
+    the requests it was refused.
+    """
+    per_second = settings.INGEST_RATE_LIMIT_SPANS
+    if per_second <= 0 or spans <= 0:
+        return 0
+    now = time.time() if now is None else now
+    window = int(now // WINDOW_S)
+    key = f"ingest:rate:{token_id}:{window}"
+    total = _add_atomically(key, spans)
+    # A lone batch larger than a whole window's allowance would otherwise never pass.
+    if total <= per_second * WINDOW_S or total == spans:
+        return 0
+    cache.decr(key, spans)
+    return max(1, math.ceil((window + 1) * WINDOW_S - now))
+
+
+def _add_atomically(key: str, amount: int) -> int:
+    # add() creates the counter with its expiry only if it is absent (SET NX), and
+    # incr() is atomic, so concurrent requests in any process never lose a count.
+    for _ in range(2):
+        cache.add(key, 0, timeout=_COUNTER_TTL_S)
+        try:
+            return cache.incr(key, amount)
+        except ValueError:  # expired between the two calls
+            continue
+    return cache.incr(key, amount)
+
+
+def backlog_full() -> bool:
+    """Whether accepted spans waiting to be stored exceed INGEST_MAX_BACKLOG_SPANS."""
+    limit = settings.INGEST_MAX_BACKLOG_SPANS
+    if limit <= 0:
+        return False
+    spans = cache.get(BACKLOG_KEY)
+    if spans is None:
+        spans = raw_backlog_spans()
+        cache.set(BACKLOG_KEY, spans, timeout=BACKLOG_TTL_S)
+    return int(spans) > limit

@@ -1,0 +1,167 @@
+"""Traffic that matched no pipeline: which root spans, how often, how long.
+
+Shown so a team can turn real traffic into pipelines; grouped by root span name
+and service over a recent window.
+"""
+
+import glob
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Max,
+    Q,
+    QuerySet,
+)
+from django.db.models.fields import BigIntegerField
+from django.utils import timezone
+
+from apps.ingest.models import Trace, TraceState
+from apps.ingest.selectors.traces import datetime_to_ns, ns_to_datetime, ns_to_ms
+from apps.teams.models import Team
+
+WINDOWS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1),
+           "7d": timedelta(days=7)}  # fmt: skip
+DEFAULT_WINDOW = "24h"
+ROOT_SPAN_GLOB_MAX = 200  # Pipeline.match_root_span
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: F | ExpressionWrapper, fraction: float) -> None:
+        if not 0 <= fraction <= 1:
+            raise ValueError("A percentile is a fraction between 0 and 1.")
+        super().__init__(expression, fraction=repr(float(fraction)))
+
+
+def percentile_cont(values: list[int], fraction: float) -> float:
+    """Linear interpolation between closest ranks, as PostgreSQL's percentile_cont."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def root_span_glob(name: str) -> str:
+    """A glob matching exactly ``name``; a name too long for the field keeps its start and ``*``."""
+    escaped = glob.escape(name)
+    if len(escaped) <= ROOT_SPAN_GLOB_MAX:
+        return escaped
+    cut = ROOT_SPAN_GLOB_MAX - 1
+    while len(glob.escape(name[:cut])) > ROOT_SPAN_GLOB_MAX - 1:
+        cut -= 1
+    return glob.escape(name[:cut]) + "*"
+
+
+@dataclass(frozen=True)
+class UnmatchedGroup:
+    root_name: str
+    service: str
+    count: int
+    error_count: int
+    p50_ns: float
+    p95_ns: float
+    last_seen_ns: int
+
+    @property
+    def p50_ms(self) -> float:
+        return ns_to_ms(round(self.p50_ns))
+
+    @property
+    def p95_ms(self) -> float:
+        return ns_to_ms(round(self.p95_ns))
+
+    @property
+    def last_seen(self) -> datetime:
+        return ns_to_datetime(self.last_seen_ns)
+
+    @property
+    def root_span_glob(self) -> str:
+        return root_span_glob(self.root_name)
+
+
+@dataclass(frozen=True)
+class UnmatchedSummary:
+    window: str
+    since: datetime
+    total: int  # unmatched traces in the window, all groups
+    groups: list[UnmatchedGroup]
+
+
+def _duration() -> ExpressionWrapper:
+    return ExpressionWrapper(F("end_ns") - F("start_ns"), output_field=BigIntegerField())
+
+
+def _unmatched(team: Team, since_ns: int) -> QuerySet[Trace]:
+    # start_ns leads the (team, pipeline, start_ns) index, with pipeline IS NULL.
+    return Trace.objects.filter(
+        team=team,
+        pipeline__isnull=True,
+        start_ns__gte=since_ns,
+        end_ns__isnull=False,
+        state=TraceState.FINALIZED,
+        # Without its root a trace's first span is no root span to build a pipeline on.
+        incomplete=False,
+    )
+
+
+def unmatched_traffic(
+    *, team: Team, window: str = DEFAULT_WINDOW, now: datetime | None = None, limit: int = 20
+) -> UnmatchedSummary:
+    """The most frequent (root span name, service) pairs among unmatched traces in the window."""
+    now = now or timezone.now()
+    since = now - WINDOWS[window]
+    traces = _unmatched(team, datetime_to_ns(since))
+    postgres = connection.vendor == "postgresql"
+    grouped = (
+        traces.values("root_name", "root_service")
+        .annotate(
+            count=Count("id"),
+            error_count=Count("id", filter=Q(error=True)),
+            last_seen_ns=Max("start_ns"),
+        )
+        .order_by("-count", "root_name", "root_service")
+    )
+    if postgres:
+        grouped = grouped.annotate(
+            p50=PercentileCont(_duration(), 0.5), p95=PercentileCont(_duration(), 0.95)
+        )
+    groups = []
+    for row in grouped[:limit]:
+        values: dict[str, Any] = dict(row)
+        if not postgres:
+            durations = list(
+                traces.filter(root_name=values["root_name"], root_service=values["root_service"])
+                .annotate(elapsed_ns=_duration())
+                .values_list("elapsed_ns", flat=True)
+            )
+            values["p50"] = percentile_cont(durations, 0.5)
+            values["p95"] = percentile_cont(durations, 0.95)
+        groups.append(
+            UnmatchedGroup(
+                root_name=values["root_name"],
+                service=values["root_service"],
+                count=values["count"],
+                error_count=values["error_count"],
+                p50_ns=values["p50"] or 0.0,
+                p95_ns=values["p95"] or 0.0,
+                last_seen_ns=values["last_seen_ns"],
+            )
+        )
+    return UnmatchedSummary(window=window, since=since, total=traces.count(), groups=groups)

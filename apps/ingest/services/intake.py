@@ -1,0 +1,140 @@
+"""The request path of ingestion: read a body, decode it, admit it, commit it.
+
+Shared by the OTLP and native endpoints, which differ only in how they answer.
+Whatever is refused is refused before anything is written.
+"""
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, transaction
+
+from apps.ingest.decoding import BodyTooLarge, DecodeError, DecodeResult, decode_body
+from apps.ingest.models import Encoding
+from apps.ingest.ratelimit import BACKLOG_RETRY_AFTER_S, backlog_full, rate_limit_consume
+from apps.ingest.services.batches import DECODERS, raw_batch_store
+from apps.ingest.tasks import drain_schedule
+from apps.teams.models import IngestToken
+
+DATABASE_RETRY_AFTER_S = 10
+
+
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class Refusal(Exception):
+    """A request refused as a whole; ``code`` names the reason in the REST API's error body."""
+
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+def body_length_check(meta: Mapping[str, Any]) -> None:
+    """Refuse a declared Content-Length over the cap before reading a byte."""
+    declared = meta.get("CONTENT_LENGTH") or ""
+    try:
+        length = int(declared) if declared else 0
+    except ValueError:
+        raise Refusal(400, "invalid_body", "invalid Content-Length") from None
+    if length > settings.INGEST_MAX_BODY_BYTES:
+        raise _too_large_as_sent()
+
+
+def body_read(stream: Readable) -> bytes:
+    """The body as sent, never reading more than the cap plus one byte."""
+    cap = settings.INGEST_MAX_BODY_BYTES
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = stream.read(cap + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > cap:
+        raise _too_large_as_sent()
+    return b"".join(chunks)
+
+
+def _too_large_as_sent() -> Refusal:
+    return Refusal(
+        413,
+        "request_too_large",
+        f"request body exceeds {settings.INGEST_MAX_BODY_BYTES} bytes as sent",
+    )
+
+
+def backlog_check() -> None:
+    if backlog_full():
+        raise Refusal(
+            503,
+            "unavailable",
+            "too many spans are waiting to be stored; retry later",
+            retry_after=BACKLOG_RETRY_AFTER_S,
+        )
+
+
+def database_unavailable() -> Refusal:
+    return Refusal(
+        503,
+        "unavailable",
+        "the database is unavailable; retry later",
+        retry_after=DATABASE_RETRY_AFTER_S,
+    )
+
+
+@contextmanager
+def database_errors_refused() -> Iterator[None]:
+    """A database that is down or unreachable is a retryable 503, not a 500."""
+    try:
+        yield
+    except (OperationalError, InterfaceError):
+        raise database_unavailable() from None
+
+
+def batch_accept(
+    *, token: IngestToken, body: bytes, content_encoding: str | None, encoding: Encoding
+) -> DecodeResult:
+    """Decode a body and commit it as a raw batch; returns what was accepted and rejected.
+
+    The decompressed body is stored, so workers never decompress again. A body
+    whose spans were all rejected stores nothing.
+    """
+    try:
+        raw = decode_body(body, content_encoding, max_size=settings.INGEST_MAX_DECOMPRESSED_BYTES)
+        result = DECODERS[encoding](raw)
+    except BodyTooLarge as exc:
+        raise Refusal(413, "request_too_large", exc.message) from None
+    except DecodeError as exc:
+        raise Refusal(400, "invalid_body", exc.message) from None
+    if not result.spans:
+        return result
+    retry_after = rate_limit_consume(token_id=token.pk, spans=len(result.spans))
+    if retry_after:
+        per_second = settings.INGEST_RATE_LIMIT_SPANS
+        raise Refusal(
+            429,
+            "throttled",
+            f"this ingest token is over its limit of {per_second} spans per second",
+            retry_after=retry_after,
+        )
+    with transaction.atomic():
+        raw_batch_store(
+            team=token.team,
+            token=token,
+            encoding=encoding,
+            body=raw,
+            span_count=len(result.spans),
+        )
+        # Robust: the batch is committed either way, and the periodic drain picks it up.
+        transaction.on_commit(drain_schedule, robust=True)
+    return result

@@ -1,0 +1,148 @@
+"""Percentiles of a pipeline, end to end and per stage, over a window of rollups.
+
+Counts, errors, sums and maxima come from the rows' exact columns; percentiles
+from the merged sketches (nearest rank, within 1 % of the exact value). A
+stage's critical-path ``share`` is its total critical-path time over the total
+end-to-end time, so the stages' shares plus the untracked share add up to 1.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from apps.pipelines.models import PERCENTILES, Pipeline, Stage
+from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.selectors.decoded import decoded_sketch
+from apps.rollups.selectors.windows import Tile, Window, tiles_filter, window_tiles
+from apps.rollups.sketch import Sketch
+
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+NS_PER_MS = 1_000_000
+
+
+def ms(value: float | None) -> float | None:
+    """Milliseconds as the API shows them: to 0.1 ms."""
+    return None if value is None else round(value, 1)
+
+
+@dataclass
+class Distribution:
+    """One measure of one stage (or end to end) over the window."""
+
+    count: int = 0
+    errors: int = 0
+    sum_ns: int = 0
+    max_ns: int = 0
+    sketches: list[Sketch] = field(default_factory=list)
+    _merged: Sketch | None = None
+
+    @property
+    def merged(self) -> Sketch:
+        if self._merged is None:
+            self._merged = Sketch.merged(self.sketches)
+        return self._merged
+
+    def percentiles(self) -> dict[str, float | None]:
+        if not self.count:
+            return dict.fromkeys(PERCENTILES)
+        values = self.merged.quantiles([QUANTILES[p] for p in PERCENTILES])
+        return {p: ms(v) for p, v in zip(PERCENTILES, values, strict=True)}
+
+    def percentile(self, name: str) -> float | None:
+        return ms(self.merged.quantile(QUANTILES[name])) if self.count else None
+
+    @property
+    def max_ms(self) -> float | None:
+        return ms(self.max_ns / NS_PER_MS) if self.count else None
+
+    @property
+    def mean_ms(self) -> float | None:
+        return ms(self.sum_ns / self.count / NS_PER_MS) if self.count else None
+
+
+def budget_status(*, percentiles: dict[str, float | None], budget: dict[str, int]) -> str:
+    """``no_data`` without samples, ``over`` when a budgeted percentile is above its budget."""
+    if all(value is None for value in percentiles.values()):
+        return "no_data"
+    over = any((percentiles.get(p) or 0) > limit for p, limit in budget.items())
+    return "over" if over else "ok"
+
+
+@dataclass(frozen=True)
+class StagePercentiles:
+    stage: Stage
+    wall: Distribution
+    critical: Distribution
+    percentiles: dict[str, float | None]
+    status: str
+    share: float | None
+
+
+@dataclass(frozen=True)
+class PipelinePercentiles:
+    pipeline: Pipeline
+    window: Window
+    e2e: Distribution
+    e2e_percentiles: dict[str, float | None]
+    e2e_status: str
+    stages: list[StagePercentiles]
+    untracked: Distribution
+    untracked_share: float | None
+
+
+def _distributions(*, pipeline: Pipeline, tiles: list[Tile]) -> dict[tuple[int, int], Distribution]:
+    """Rows of the tiles summed per (stage id, measure), sketches decoded (and cached)."""
+    totals: dict[tuple[int, int], Distribution] = defaultdict(Distribution)
+    rows = (
+        RollupBucket.objects.filter(pipeline_id=pipeline.pk)
+        .filter(tiles_filter(tiles))
+        .values_list("stage_id", "measure", "count", "error_count", "sum_ns", "max_ns", "sketch")
+    )
+    for stage_id, measure, count, errors, sum_ns, max_ns, sketch in rows:
+        if not count:
+            continue
+        total = totals[(stage_id, measure)]
+        total.count += count
+        total.errors += errors
+        total.sum_ns += sum_ns
+        total.max_ns = max(total.max_ns, max_ns)
+        if stage_id != UNTRACKED_STAGE_ID:  # only its share and mean are shown
+            total.sketches.append(decoded_sketch(sketch))
+    return totals
+
+
+def _share(part: Distribution, whole: Distribution) -> float | None:
+    return round(part.sum_ns / whole.sum_ns, 6) if whole.sum_ns else None
+
+
+def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> PipelinePercentiles:
+    """Percentiles over ``[start, end)`` (epoch seconds, 10-second aligned)."""
+    window, tiles = window_tiles(pipeline_id=pipeline.pk, start=start, end=end)
+    totals = _distributions(pipeline=pipeline, tiles=tiles)
+    e2e = totals.get((E2E_STAGE_ID, Measure.WALL)) or Distribution()
+    stages = []
+    for stage in Stage.objects.filter(pipeline=pipeline).order_by("position", "id"):
+        wall = totals.get((stage.pk, Measure.WALL)) or Distribution()
+        critical = totals.get((stage.pk, Measure.CRITICAL)) or Distribution()
+        percentiles = wall.percentiles()
+        stages.append(
+            StagePercentiles(
+                stage=stage,
+                wall=wall,
+                critical=critical,
+                percentiles=percentiles,
+                status=budget_status(percentiles=percentiles, budget=stage.budget),
+                share=_share(critical, e2e),
+            )
+        )
+    untracked = totals.get((UNTRACKED_STAGE_ID, Measure.CRITICAL)) or Distribution()
+    e2e_percentiles = e2e.percentiles()
+    return PipelinePercentiles(
+        pipeline=pipeline,
+        window=window,
+        e2e=e2e,
+        e2e_percentiles=e2e_percentiles,
+        e2e_status=budget_status(percentiles=e2e_percentiles, budget=pipeline.budget),
+        stages=stages,
+        untracked=untracked,
+        untracked_share=_share(untracked, e2e),
+    )

@@ -1,0 +1,247 @@
+"""Which rollup buckets answer a time window.
+
+Times here are whole seconds since the Unix epoch (UTC); buckets of every
+resolution start at multiples of their width, and each width divides the next,
+so two buckets either nest or do not overlap.
+
+A window ``[start, end)`` is tiled greedily: whole days inside it, then whole
+hours at its edges, then minutes, then 10-second buckets. Fine buckets are kept
+for a short time only, so for each resolution ``available_from`` says from when
+its buckets exist; a tile older than that is replaced by the coarser bucket
+holding it, which widens the window (the effective bounds are reported).
+"""
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.core.exceptions import ValidationError
+from django.db.models import OuterRef, Q, Subquery
+
+from apps.pipelines.models import Pipeline
+from apps.rollups.models import RESOLUTIONS, RollupBucket
+
+FINEST = RESOLUTIONS[0]
+COARSEST = RESOLUTIONS[-1]
+
+
+@dataclass(frozen=True, order=True)
+class Tile:
+    resolution: int
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.resolution
+
+
+def align_down(seconds: int, resolution: int) -> int:
+    return seconds - seconds % resolution
+
+
+def align_up(seconds: int, resolution: int) -> int:
+    return -(-seconds // resolution) * resolution
+
+
+def to_seconds(moment: datetime) -> int:
+    return math.floor(moment.timestamp())
+
+
+def to_datetime(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _ideal(start: int, end: int, level: int) -> list[Tile]:
+    """The coarsest tiles covering ``[start, end)`` exactly, with resolutions up to ``level``."""
+    if start >= end:
+        return []
+    resolution = RESOLUTIONS[level]
+    if level == 0:
+        return [Tile(resolution, s) for s in range(start, end, resolution)]
+    low, high = align_up(start, resolution), align_down(end, resolution)
+    if low >= high:
+        return _ideal(start, end, level - 1)
+    inside = [Tile(resolution, s) for s in range(low, high, resolution)]
+    return _ideal(start, low, level - 1) + inside + _ideal(high, end, level - 1)
+
+
+def _stored(tile: Tile, available_from: Mapping[int, float]) -> Tile:
+    """The tile itself, or the coarser bucket holding it when its resolution is not kept."""
+    level = RESOLUTIONS.index(tile.resolution)
+    while tile.resolution != COARSEST and tile.start < available_from.get(tile.resolution, 0):
+        level += 1
+        coarser = RESOLUTIONS[level]
+        tile = Tile(coarser, align_down(tile.start, coarser))
+    return tile
+
+
+def tile_window(
+    *, start: int, end: int, available_from: Mapping[int, float] | None = None
+) -> list[Tile]:
+    """Disjoint buckets covering ``[start, end)`` (10-second aligned), coarsest first.
+
+    Without ``available_from`` every resolution counts as kept; the union of the
+    tiles is ``[start, end)`` exactly, otherwise an interval holding it.
+    """
+    if start % FINEST or end % FINEST:
+        raise ValueError("window bounds must be multiples of 10 seconds")
+    ideal = _ideal(start, end, len(RESOLUTIONS) - 1)
+    chosen = {_stored(tile, available_from or {}) for tile in ideal}
+    # A fallback bucket may hold other chosen tiles: keep only the outermost.
+    kept = [
+        tile
+        for tile in chosen
+        if not any(
+            Tile(coarser, align_down(tile.start, coarser)) in chosen
+            for coarser in RESOLUTIONS
+            if coarser > tile.resolution
+        )
+    ]
+    return sorted(kept, key=lambda tile: (-tile.resolution, tile.start))
+
+
+def tiles_bounds(tiles: Iterable[Tile]) -> tuple[int, int]:
+    tiles = list(tiles)
+    return min(tile.start for tile in tiles), max(tile.end for tile in tiles)
+
+
+def tiles_filter(tiles: Iterable[Tile]) -> Q:
+    """One condition selecting the tiles' rows: an OR of per-resolution start ranges."""
+    starts: dict[int, list[int]] = defaultdict(list)
+    for tile in tiles:
+        starts[tile.resolution].append(tile.start)
+    condition = Q(pk__in=[])
+    for resolution, values in sorted(starts.items()):
+        values.sort()
+        run_start = previous = values[0]
+        for value in [*values[1:], None]:
+            if value is not None and value == previous + resolution:
+                previous = value
+                continue
+            condition |= Q(
+                resolution=resolution,
+                bucket_start__gte=to_datetime(run_start),
+                bucket_start__lte=to_datetime(previous),
+            )
+            if value is not None:
+                run_start = previous = value
+    return condition
+
+
+def resolution_availability(*, pipeline_id: int) -> dict[int, float]:
+    """From when each resolution's buckets exist for the pipeline (epoch seconds).
+
+    A resolution is missing at a time when it has no bucket from then on while a
+    coarser resolution has data after it: the fine buckets were pruned (or never
+    written). With no data at all, or none coarser after a time, nothing is
+    missing there, so the fine buckets are used and the window is not widened.
+    """
+    bounds = _resolution_bounds(pipeline_id)
+    available: dict[int, float] = {}
+    for level, resolution in enumerate(RESOLUTIONS[:-1]):
+        coarser_ends = [
+            last + coarser
+            for coarser in RESOLUTIONS[level + 1 :]
+            if (last := bounds[coarser][1]) is not None
+        ]
+        if not coarser_ends:
+            available[resolution] = -math.inf
+            continue
+        first = bounds[resolution][0]
+        available[resolution] = min(math.inf if first is None else first, max(coarser_ends))
+    available[COARSEST] = -math.inf
+    return available
+
+
+def _resolution_bounds(pipeline_id: int) -> dict[int, tuple[int | None, int | None]]:
+    """First and last bucket start per resolution, in one query of index lookups."""
+    annotations = {}
+    for resolution in RESOLUTIONS:
+        rows = RollupBucket.objects.filter(pipeline_id=OuterRef("pk"), resolution=resolution)
+        for name, order in (("first", "bucket_start"), ("last", "-bucket_start")):
+            ordered = rows.order_by(order).values("bucket_start")[:1]
+            annotations[f"{name}_{resolution}"] = Subquery(ordered)
+    values = Pipeline.objects.filter(pk=pipeline_id).values(**annotations).first() or {}
+    result: dict[int, tuple[int | None, int | None]] = {}
+    for resolution in RESOLUTIONS:
+        first, last = values.get(f"first_{resolution}"), values.get(f"last_{resolution}")
+        result[resolution] = (
+            None if first is None else to_seconds(first),
+            None if last is None else to_seconds(last),
+        )
+    return result
+
+
+# Named windows back from now, as the API and the dashboard offer them.
+WINDOWS = {
+    "15m": 15 * 60,
+    "1h": 3600,
+    "6h": 6 * 3600,
+    "24h": 86400,
+    "7d": 7 * 86400,
+    "30d": 30 * 86400,
+}
+DEFAULT_WINDOW = "1h"
+MAX_WINDOW_SECONDS = 90 * 86400
+
+
+@dataclass(frozen=True)
+class Window:
+    """The window asked for and the one the answer covers, in epoch seconds."""
+
+    requested_start: int
+    requested_end: int
+    start: int
+    end: int
+
+    @property
+    def widened_before(self) -> int:
+        return self.requested_start - self.start
+
+    @property
+    def widened_after(self) -> int:
+        return self.end - self.requested_end
+
+
+def requested_bounds(
+    *,
+    window: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    now: datetime | None = None,
+) -> tuple[int, int]:
+    """``[start, end)`` in epoch seconds aligned down to 10 s, from a named window or bounds.
+
+    Raises ValidationError naming the parameter (``window``, ``from`` or ``to``).
+    """
+    now_seconds = to_seconds(now or datetime.now(tz=UTC))
+    if window is not None and (start is not None or end is not None):
+        raise ValidationError({"window": ["Give either window or from/to, not both."]})
+    if start is None:
+        if end is not None:
+            raise ValidationError({"from": ["Give from along with to."]})
+        name = window or DEFAULT_WINDOW
+        if name not in WINDOWS:
+            raise ValidationError({"window": [f"Use one of {', '.join(WINDOWS)}."]})
+        high = align_down(now_seconds, FINEST)
+        return high - WINDOWS[name], high
+    low = align_down(to_seconds(start), FINEST)
+    high = align_down(now_seconds if end is None else to_seconds(end), FINEST)
+    if low >= high:
+        raise ValidationError(
+            {"to": ["Must be at least 10 seconds after from (both are aligned down to 10 s)."]}
+        )
+    if high - low > MAX_WINDOW_SECONDS:
+        raise ValidationError({"to": ["The window may be at most 90 days long."]})
+    return low, high
+
+
+def window_tiles(*, pipeline_id: int, start: int, end: int) -> tuple[Window, list[Tile]]:
+    """The stored buckets answering ``[start, end)`` for a pipeline, and the window they cover."""
+    tiles = tile_window(
+        start=start, end=end, available_from=resolution_availability(pipeline_id=pipeline_id)
+    )
+    low, high = tiles_bounds(tiles)
+    return Window(start, end, low, high), tiles

@@ -1,0 +1,165 @@
+"""Traces sent through the real ingest path: stored batch, drain, finalization."""
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from apps.ingest.models import Encoding, Trace
+from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.pipelines.models import Pipeline
+from apps.rollups.services.finalize import traces_finalize_due
+from apps.teams.models import Team
+from tests.conftest import TeamWorld
+from tests.factories import make_pipeline, make_rule, make_stage
+from tests.ingest.sdk import MS, encode, readable
+
+HOUR_NS = 3600 * 1000 * MS
+ROOT, AUTH, RETR_A, RETR_B, LLM = 0x10, 0x20, 0x30, 0x31, 0x40
+
+
+def now_ns() -> int:
+    return time.time_ns() // MS * MS
+
+
+def resource(service: str) -> Resource:
+    return Resource({"service.name": service})
+
+
+def rag_spans(trace_id: int, t0: int, *, llm_error: bool = False) -> list[ReadableSpan]:
+    """Root 0-1000 ms: auth 0-50, parallel retrievals 50-200 and 50-300, an LLM call
+    300-950 whose first token comes at 500 ms."""
+    status = Status(StatusCode.ERROR, "upstream timeout") if llm_error else None
+    return [
+        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=t0, end=t0 + 1000 * MS,
+                 trace_id=trace_id),
+        readable("auth.check", AUTH, ROOT, start=t0, end=t0 + 50 * MS, trace_id=trace_id),
+        readable("vector.search a", RETR_A, ROOT, start=t0 + 50 * MS, end=t0 + 200 * MS,
+                 trace_id=trace_id),
+        readable("vector.search b", RETR_B, ROOT, start=t0 + 50 * MS, end=t0 + 300 * MS,
+                 trace_id=trace_id),
+        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=t0 + 300 * MS,
+                 end=t0 + 950 * MS, attributes={"gen_ai.operation.name": "chat"},
+                 events=(Event("first_token", timestamp=t0 + 500 * MS),), trace_id=trace_id,
+                 status=status),
+    ]  # fmt: skip
+
+
+def single_span(
+    trace_id: int,
+    t0: int,
+    *,
+    name: str,
+    service: str = "chat-api",
+    duration_ms: int = 10,
+    error: bool = False,
+) -> list[ReadableSpan]:
+    return [
+        readable(
+            name,
+            ROOT,
+            kind=SpanKind.SERVER,
+            start=t0,
+            end=t0 + duration_ms * MS,
+            trace_id=trace_id,
+            resource=resource(service),
+            status=Status(StatusCode.ERROR) if error else None,
+        )
+    ]
+
+
+def ingest(team: Team, *traces: list[ReadableSpan]) -> None:
+    for spans in traces:
+        raw_batch_store(
+            team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
+            span_count=len(spans),
+        )  # fmt: skip
+    raw_batches_drain()
+    traces_finalize_due(now=timezone.now() + timedelta(hours=1))
+
+
+def make_rag_pipeline(team: Team) -> Pipeline:
+    pipeline = make_pipeline(
+        team, "rag-chat", name="RAG chat", match_service="chat-api", match_root_span="POST /chat"
+    )
+    make_rule(make_stage(pipeline, "auth", budget_ms=100), span_name="auth*")
+    make_rule(make_stage(pipeline, "retrieval", budget_ms=200), span_name="vector.search*")
+    make_rule(
+        make_stage(pipeline, "ttft", budget_ms=300),
+        attributes={"gen_ai.operation.name": "chat"},
+        portion="until_first_token",
+    )
+    make_rule(
+        make_stage(pipeline, "generation", budget_ms=None),
+        attributes={"gen_ai.operation.name": "chat"},
+        portion="after_first_token",
+    )
+    return pipeline
+
+
+def hex_of(trace_id: int) -> str:
+    return trace_id.to_bytes(16, "big").hex()
+
+
+@dataclass
+class Explorer:
+    """acme's traces, newest first, plus one of globex's.
+
+    ok (1 h ago, RAG), errored (2 h, RAG), health (30 min, unmatched 10 ms),
+    health_old (3 h, unmatched 30 ms), batch (4 h, unmatched, error, 500 ms),
+    orphans (5 h, no root: incomplete and unmatched), stale (30 h, unmatched 20 ms).
+    """
+
+    world: TeamWorld
+    pipeline: Pipeline
+    ok: Trace
+    errored: Trace
+    health: Trace
+    health_old: Trace
+    batch: Trace
+    orphans: Trace
+    stale: Trace
+    theirs: Trace
+
+    def newest_first(self) -> list[Trace]:
+        return [self.health, self.ok, self.errored, self.health_old, self.batch, self.orphans,
+                self.stale]  # fmt: skip
+
+
+OK, ERRORED, HEALTH, HEALTH_OLD, BATCH, ORPHANS, STALE, THEIRS = (
+    0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xB1,
+)  # fmt: skip
+
+
+def build_explorer(world: TeamWorld) -> Explorer:
+    pipeline = make_rag_pipeline(world.team)
+    now = now_ns()
+    ingest(
+        world.team,
+        rag_spans(OK, now - HOUR_NS),
+        rag_spans(ERRORED, now - 2 * HOUR_NS, llm_error=True),
+        single_span(HEALTH, now - HOUR_NS // 2, name="GET /health", duration_ms=10),
+        single_span(HEALTH_OLD, now - 3 * HOUR_NS, name="GET /health", duration_ms=30),
+        single_span(BATCH, now - 4 * HOUR_NS, name="POST /batch", service="batch-worker",
+                    duration_ms=500, error=True),
+        rag_spans(ORPHANS, now - 5 * HOUR_NS)[1:],
+        single_span(STALE, now - 30 * HOUR_NS, name="GET /health", duration_ms=20),
+    )  # fmt: skip
+    ingest(world.other_team, single_span(THEIRS, now - HOUR_NS, name="GET /globex"))
+
+    def get(team: Team, trace_id: int) -> Trace:
+        return Trace.objects.select_related("pipeline").get(
+            team=team, trace_id=trace_id.to_bytes(16, "big")
+        )
+
+    ok, errored, health, health_old, batch, orphans, stale = (
+        get(world.team, t) for t in (OK, ERRORED, HEALTH, HEALTH_OLD, BATCH, ORPHANS, STALE)
+    )
+    return Explorer(
+        world, pipeline, ok, errored, health, health_old, batch, orphans, stale,
+        theirs=get(world.other_team, THEIRS),
+    )  # fmt: skip

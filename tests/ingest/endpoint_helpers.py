@@ -1,0 +1,135 @@
+"""Requests to the ingestion endpoints, bodies to send, and what must not be left behind."""
+
+import gzip
+import json
+import zlib
+from typing import Any
+
+from django.core.cache import cache
+from django.test import Client
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.trace import SpanKind
+
+from apps.ingest.models import RawBatch, Span, Trace
+from apps.teams.models import Team
+from apps.teams.services import ingest_token_create
+from tests.ingest.sdk import MS, T0, encode, readable
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACE_HEX = "5b8efff798038103d269b633813fc60c"
+
+
+def ingest_token(team: Team, name: str = "collector") -> str:
+    _, raw = ingest_token_create(team=team, name=name, created_by=None)
+    return raw
+
+
+def fresh_cache() -> None:
+    """Rate counters and the cached backlog live in the cache; each test starts clean."""
+    cache.clear()
+
+
+def sdk_spans(count: int, *, trace_id: int = 0xA1B2C3D4E5F60718293A4B5C6D7E8F90) -> list[Any]:
+    root = readable("POST /chat", 1, kind=SpanKind.SERVER, end=T0 + 1000 * MS, trace_id=trace_id)
+    children = [
+        readable(f"step {i}", i + 2, 1, start=T0 + i, end=T0 + i + MS, trace_id=trace_id)
+        for i in range(count - 1)
+    ]
+    return [root, *children]
+
+
+def protobuf_batch(count: int = 3, **kwargs: Any) -> bytes:
+    return encode(sdk_spans(count, **kwargs))
+
+
+def otlp_json_batch(*spans: dict[str, Any], service: str = "chat-api") -> bytes:
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+    body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}
+    return json.dumps(body).encode()
+
+
+def otlp_json_span(span_id: str, name: str = "op", **fields: Any) -> dict[str, Any]:
+    span = {
+        "traceId": TRACE_HEX,
+        "spanId": span_id,
+        "name": name,
+        "kind": 2,
+        "startTimeUnixNano": str(T0),
+        "endTimeUnixNano": T0 + 5 * MS,  # int64 as a number here, as a string above
+    }
+    span.update(fields)
+    return span
+
+
+def native_batch(*spans: dict[str, Any]) -> bytes:
+    return json.dumps({"resource": {"service.name": "chat-api"}, "spans": list(spans)}).encode()
+
+
+def native_span(span_id: str, name: str = "op", **fields: Any) -> dict[str, Any]:
+    span = {
+        "trace_id": TRACE_HEX,
+        "span_id": span_id,
+        "name": name,
+        "start": "2025-10-09T08:53:20Z",
+        "end": "2025-10-09T08:53:20.250Z",
+    }
+    span.update(fields)
+    return span
+
+
+def gzipped(body: bytes) -> bytes:
+    return gzip.compress(body)
+
+
+def gzip_bomb(expanded: int, chunk: int = 1 << 20) -> bytes:
+    """A gzip body that inflates to ``expanded`` zero bytes, built without holding them."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(chunk)
+    parts = []
+    for _ in range(expanded // chunk):
+        parts.append(compressor.compress(zeros))
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def post(
+    path: str,
+    body: bytes,
+    *,
+    content_type: str = PROTOBUF,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
+    environ: dict[str, Any] | None = None,
+    client: Client | None = None,
+) -> Any:
+    """``environ`` overrides WSGI variables such as CONTENT_LENGTH or wsgi.input."""
+    headers = dict(headers or {})
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    # Set explicitly: the test client leaves Content-Type out when the body is empty.
+    extra = {"CONTENT_TYPE": content_type, **(environ or {})}
+    return (client or Client()).post(
+        path, body, content_type=content_type, headers=headers, **extra
+    )
+
+
+def status_of(response: Any) -> tuple[int, str]:
+    """The google.rpc.Status of an OTLP error response, in whichever encoding it came."""
+    if response["Content-Type"] == PROTOBUF:
+        status = Status.FromString(response.content)
+        return status.code, status.message
+    body = json.loads(response.content)
+    return body["code"], body["message"]
+
+
+def export_response(response: Any) -> ExportTraceServiceResponse:
+    assert response["Content-Type"] == PROTOBUF
+    return ExportTraceServiceResponse.FromString(response.content)
+
+
+def assert_nothing_written() -> None:
+    assert not RawBatch.objects.exists()
+    assert not Span.objects.exists()
+    assert not Trace.objects.exists()
