@@ -56,7 +56,7 @@ PB_KINDS = {
 PB_STATUSES = {"ok": Status.STATUS_CODE_OK, "unset": Status.STATUS_CODE_UNSET}
 
 
-def _trace(rng: random.Random, start: int) -> list[dict[str, Any]]:
+def trace_spans(rng: random.Random, start: int) -> list[dict[str, Any]]:
     trace_id = rng.randbytes(16)
     ids = [rng.randbytes(8) for _ in range(8)]
     tokens_in, tokens_out = rng.randint(200, 4000), rng.randint(20, 900)
@@ -108,7 +108,7 @@ def _trace(rng: random.Random, start: int) -> list[dict[str, Any]]:
 def build_spans(seed: int = 7) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     base = 1_760_000_000_000_000_000
-    return [span for t in range(TRACES) for span in _trace(rng, base + t * 3_000_000_000)]
+    return [span for t in range(TRACES) for span in trace_spans(rng, base + t * 3_000_000_000)]
 
 
 def _pb_value(value: Any) -> AnyValue:

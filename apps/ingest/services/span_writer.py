@@ -63,6 +63,8 @@ def _unique(records: list[SpanRecord]) -> list[SpanRecord]:
 
 def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes, int]:
     """Ids of the team's trace rows, creating the missing ones (open, no spans yet)."""
+    if connection.vendor == "postgresql":
+        return _trace_pks_postgres(team_id, trace_ids, now)
     existing = dict(
         Trace.objects.filter(team_id=team_id, trace_id__in=list(trace_ids)).values_list(
             "trace_id", "id"
@@ -83,6 +85,28 @@ def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes
         )
         found.update({bytes(k): v for k, v in created})
     return found
+
+
+def _trace_pks_postgres(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes, int]:
+    # Arrays as single parameters: thousands of ids without thousands of placeholders.
+    ordered = sorted(trace_ids)  # one insertion order for every drain
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
+                span_count, incomplete, error, untracked_critical_ns, revision, root_name,
+                root_service)
+            SELECT %s, tid, %s, %s, %s, 0, false, false, 0, 0, '', ''
+            FROM unnest(%s::bytea[]) AS tid
+            ON CONFLICT (team_id, trace_id) DO NOTHING
+            """,
+            [team_id, TraceState.OPEN, now, now, ordered],
+        )
+        cursor.execute(
+            "SELECT trace_id, id FROM ingest_trace WHERE team_id = %s AND trace_id = ANY(%s)",
+            [team_id, ordered],
+        )
+        return {bytes(tid): pk for tid, pk in cursor.fetchall()}
 
 
 def _copy_new_spans_postgres(
@@ -183,16 +207,12 @@ def _traces_touch(new_per_trace: dict[int, int], roots: dict[int, bytes], now: d
     if not new_per_trace:
         return
     if connection.vendor == "postgresql":
-        values = ", ".join(["(%s, %s, %s::bytea)"] * len(new_per_trace))
-        params: list[Any] = []
-        for trace_pk, count in new_per_trace.items():
-            params += [trace_pk, count, roots.get(trace_pk)]
+        ids = sorted(new_per_trace)
         with connection.cursor() as cursor:
             # Lock in id order first: concurrent drains touching the same traces
             # then queue behind each other instead of deadlocking.
             cursor.execute(
-                "SELECT id FROM ingest_trace WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-                [sorted(new_per_trace)],
+                "SELECT id FROM ingest_trace WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [ids]
             )
             cursor.execute(
                 f"""
@@ -201,10 +221,10 @@ def _traces_touch(new_per_trace: dict[int, int], roots: dict[int, bytes], now: d
                     last_span_at = %s,
                     state = {TraceState.OPEN},
                     root_span_id = COALESCE(t.root_span_id, v.root)
-                FROM (VALUES {values}) AS v(id, n, root)
+                FROM unnest(%s::bigint[], %s::int[], %s::bytea[]) AS v(id, n, root)
                 WHERE t.id = v.id
                 """,
-                [now, *params],
+                [now, ids, [new_per_trace[i] for i in ids], [roots.get(i) for i in ids]],
             )
         return
     for trace in Trace.objects.filter(pk__in=list(new_per_trace)):

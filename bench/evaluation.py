@@ -1,0 +1,295 @@
+"""Budget evaluation: time from a step change to an open violation, and the cost of a pass.
+
+Detection. Pipelines of three sequential stages receive 4 traces/s each (Poisson
+arrivals, lognormal stage times). Retrieval (budget 350 ms at p95, evaluation
+window 300 s, minimum 20 samples) runs at a median of 150 ms until its step
+time, then at 600 ms. The schedule is simulated in process on a virtual clock:
+traces are finalized (Trace and StageSample rows, buckets marked dirty) as the
+clock passes their end, or their end plus the idle interval; the rollup job runs
+every 2 s and the evaluation every 10 s, both given the virtual time. The
+window is full before the step; step times are spread over the evaluation
+period. The latency is the virtual time of the evaluation that opened the
+violation minus the step time. With a full window of steady traffic, p95
+flips once 5 % of the window is slow: 15 s of a 300 s window.
+
+Cost. 20 pipelines of 20 budgeted stages, each with a full 300 s window of
+10 s rollups (30 buckets x 21 scopes, 50 values each): the wall time of one
+``budgets_evaluate`` pass, with every scope within budget and with every scope
+over budget (400 violations followed). One core, PostgreSQL on this machine.
+"""
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+from bench.report import percentile, print_rows, write
+
+NS = 1_000_000_000
+MS = 1_000_000
+EPOCH = datetime(2026, 3, 2, tzinfo=UTC)
+RATE = 4.0
+WARMUP_S = 320
+AFTER_S = 70
+ROLLUP_EVERY_S = 2
+EVALUATE_EVERY_S = 10
+EVALUATE_PHASE_S = 3
+COST_PIPELINES = 20
+COST_STAGES = 20
+COST_PASSES = 20
+
+
+def _at(seconds: float) -> datetime:
+    return EPOCH + timedelta(seconds=seconds)
+
+
+def _ns(seconds: float) -> int:
+    return int(EPOCH.timestamp()) * NS + round(seconds * NS)
+
+
+@dataclass
+class _Pipeline:
+    pipeline: Any
+    stages: list[Any]
+    step_at: float
+    opened_at: float | None = None
+
+
+def _detection_setup(team: Any, count: int, rng: np.random.Generator) -> list[_Pipeline]:
+    from tests.factories import make_pipeline, make_stage
+
+    pipelines = []
+    for index in range(count):
+        pipeline = make_pipeline(team, f"detect-{index:02d}", budget={"p95": 5000})
+        stages = [
+            make_stage(pipeline, "retrieval", budget_ms=350),
+            make_stage(pipeline, "rerank", budget_ms=400),
+            make_stage(pipeline, "generation", budget_ms=3000),
+        ]
+        step = WARMUP_S - 10 + index * EVALUATE_EVERY_S / count + rng.uniform(0, 0.5)
+        pipelines.append(_Pipeline(pipeline, stages, step))
+    return pipelines
+
+
+def _traffic(pipelines: list[_Pipeline], rng: np.random.Generator, until: float) -> list[tuple]:
+    """(end time, pipeline index, start, stage times in ms) of every trace, by end time."""
+    traces = []
+    for index, entry in enumerate(pipelines):
+        starts = np.cumsum(rng.exponential(1 / RATE, int(until * RATE * 1.2)))
+        for start in starts[starts < until]:
+            median = 600.0 if start >= entry.step_at else 150.0
+            times = (
+                rng.lognormal(np.log(median), 0.3),
+                rng.lognormal(np.log(120), 0.3),
+                rng.lognormal(np.log(900), 0.4),
+            )
+            end = start + (sum(times) + 30) / 1000
+            traces.append((end, index, float(start), times))
+    traces.sort(key=lambda item: item[0])
+    return traces
+
+
+def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial: list[int]) -> None:
+    from apps.ingest.models import Trace, TraceState
+    from apps.rollups.models import StageSample
+    from apps.rollups.services.dirty import dirty_buckets_mark
+
+    rows = []
+    for end, index, start, _ in batch:
+        serial[0] += 1
+        rows.append(
+            Trace(
+                team=team, trace_id=serial[0].to_bytes(16, "big"), state=TraceState.FINALIZED,
+                first_seen_at=_at(start), last_span_at=_at(end), span_count=4,
+                root_span_id=serial[0].to_bytes(8, "big"), start_ns=_ns(start), end_ns=_ns(end),
+                pipeline=pipelines[index].pipeline, untracked_critical_ns=30 * MS,
+                finalized_at=_at(end),
+            )
+        )  # fmt: skip
+    Trace.objects.bulk_create(rows)
+    samples = []
+    for trace, (_, index, _, times) in zip(rows, batch, strict=True):
+        for stage, ms in zip(pipelines[index].stages, times, strict=True):
+            samples.append(
+                StageSample(
+                    trace_pk=trace.pk, stage_id=stage.pk, start_ns=trace.start_ns,
+                    team_id=team.pk, pipeline_id=stage.pipeline_id, wall_ns=round(ms * MS),
+                    critical_ns=round(ms * MS), span_count=1,
+                )
+            )  # fmt: skip
+    StageSample.objects.bulk_create(samples, batch_size=2000)
+    dirty_buckets_mark((trace.pipeline_id, trace.start_ns) for trace in rows)
+
+
+def _detect(team: Any, count: int, idle_s: float, seed: int) -> list[float]:
+    from apps.rollups.models import Violation
+    from apps.rollups.services.evaluation import budgets_evaluate
+    from apps.rollups.services.rollup import rollups_process_dirty
+
+    rng = np.random.default_rng(seed)
+    pipelines = _detection_setup(team, count, rng)
+    traces = _traffic(pipelines, rng, WARMUP_S + AFTER_S)
+    serial = [seed * 10_000_000]
+    position = 0
+    for second in range(1, WARMUP_S + AFTER_S + 1):
+        batch = []
+        while position < len(traces) and traces[position][0] + idle_s <= second:
+            batch.append(traces[position])
+            position += 1
+        if batch:
+            _finalize(batch, pipelines, team, serial)
+        if second % ROLLUP_EVERY_S == 0:
+            while rollups_process_dirty(now=_at(second)).buckets:
+                pass
+        if second % EVALUATE_EVERY_S == EVALUATE_PHASE_S:
+            budgets_evaluate(now=_at(second))
+            opened = dict(
+                Violation.objects.filter(
+                    pipeline__in=[p.pipeline for p in pipelines], stage__slug="retrieval"
+                ).values_list("pipeline_id", "opened_at")
+            )
+            for entry in pipelines:
+                if entry.opened_at is None and entry.pipeline.pk in opened:
+                    entry.opened_at = (opened[entry.pipeline.pk] - EPOCH).total_seconds()
+    early = [p for p in pipelines if p.opened_at is not None and p.opened_at < p.step_at]
+    assert not early, "a violation opened before its step change"
+    return [
+        (p.opened_at - p.step_at) if p.opened_at is not None else float("inf") for p in pipelines
+    ]
+
+
+def _cost_setup(team: Any, rng: np.random.Generator, now: datetime) -> list[Any]:
+    from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+    from apps.rollups.sketch import Sketch
+    from tests.factories import make_pipeline, make_stage
+
+    pipelines, rows = [], []
+    tick = int(now.timestamp()) // 10 * 10
+    for p in range(COST_PIPELINES):
+        pipeline = make_pipeline(team, f"cost-{p:02d}", budget={"p95": 8000})
+        stages = [make_stage(pipeline, f"stage-{s:02d}", budget_ms=900) for s in range(COST_STAGES)]
+        pipelines.append((pipeline, stages))
+        for stage_id in [E2E_STAGE_ID, *(stage.pk for stage in stages)]:
+            for bucket in range(30):
+                values = rng.lognormal(np.log(250), 0.5, 50)
+                sketch = Sketch.from_values(values)
+                rows.append(
+                    RollupBucket(
+                        team_id=team.pk, pipeline_id=pipeline.pk, stage_id=stage_id,
+                        measure=Measure.WALL, resolution=10,
+                        bucket_start=datetime.fromtimestamp(tick - 10 * bucket, tz=UTC),
+                        count=50, sum_ns=sketch.sum_ns, max_ns=round(float(values.max()) * MS),
+                        sketch=sketch.to_bytes(),
+                    )
+                )  # fmt: skip
+    RollupBucket.objects.bulk_create(rows, batch_size=2000)
+    return pipelines
+
+
+def _time_passes(now: datetime) -> tuple[list[float], int]:
+    from apps.rollups.models import BudgetEvaluation
+    from apps.rollups.services.evaluation import budgets_evaluate
+
+    samples, queries = [], 0
+    for _ in range(COST_PASSES):
+        BudgetEvaluation.objects.update(evaluated_at=EPOCH - timedelta(days=1))
+        with CaptureQueriesContext(connection) as captured:
+            start = time.perf_counter()
+            result = budgets_evaluate(now=now)
+            samples.append((time.perf_counter() - start) * 1000)
+        assert result.pipelines >= COST_PIPELINES
+        queries = len(captured.captured_queries)
+    return samples, queries
+
+
+def _cost_rows(team: Any) -> dict[str, dict[str, Any]]:
+    from apps.pipelines.models import Stage
+    from apps.rollups.models import Violation
+
+    now = _at(10_000 + 5)
+    pipelines = _cost_setup(team, np.random.default_rng(7), now)
+    rows = {}
+    within, queries = _time_passes(now)
+    rows["pass, every scope within budget"] = _cost_row(within, queries)
+    Stage.objects.filter(pipeline__in=[p for p, _ in pipelines]).update(budget_ms=100)
+    first_start = time.perf_counter()
+    from apps.rollups.services.evaluation import budgets_evaluate
+
+    budgets_evaluate(now=now + timedelta(seconds=10))
+    first_ms = (time.perf_counter() - first_start) * 1000
+    opened = Violation.objects.filter(closed_at__isnull=True, pipeline__slug__startswith="cost-")
+    rows["first pass, opens 400 violations"] = _cost_row([first_ms], None)
+    assert opened.count() == COST_PIPELINES * COST_STAGES
+    over, queries = _time_passes(now + timedelta(seconds=10))
+    rows["pass, 400 violations followed"] = _cost_row(over, queries)
+    return rows
+
+
+def _cost_row(samples: list[float], queries: int | None) -> dict[str, Any]:
+    return {
+        "passes": len(samples),
+        "p50_ms": round(percentile(samples, 50), 1),
+        "p95_ms": round(percentile(samples, 95), 1),
+        "max_ms": round(max(samples), 1),
+        "queries": queries if queries is not None else "-",
+    }
+
+
+def _latency_row(latencies: list[float]) -> dict[str, Any]:
+    missed = sum(1 for value in latencies if value == float("inf"))
+    found = [value for value in latencies if value != float("inf")]
+    return {
+        "steps": len(latencies),
+        "missed": missed,
+        "p50_s": round(percentile(found, 50), 1),
+        "p95_s": round(percentile(latencies, 95), 1) if not missed else "inf",
+        "max_s": round(max(latencies), 1),
+    }
+
+
+def run() -> None:
+    from tests.factories import make_team, make_user
+
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        team = make_team("bench", owner=make_user("bench"))
+        started = time.perf_counter()
+        latency = {
+            "finalized at trace end": _latency_row(_detect(team, 40, 0.0, seed=1)),
+            "finalized 10 s idle after end": _latency_row(_detect(team, 20, 10.0, seed=2)),
+        }
+        simulated_s = round(time.perf_counter() - started, 1)
+        print_rows(
+            "Step change to open violation (virtual time; goal p95 <= 30 s)",
+            latency,
+            ["steps", "missed", "p50_s", "p95_s", "max_s"],
+        )
+        cost = _cost_rows(team)
+        print_rows(
+            f"One evaluation pass, {COST_PIPELINES} pipelines x {COST_STAGES} stages",
+            cost,
+            ["passes", "p50_ms", "p95_ms", "max_ms", "queries"],
+        )
+        path = write(
+            "evaluation",
+            {**latency, **cost},
+            {
+                "traces_per_s_per_pipeline": RATE,
+                "window_s": 300,
+                "rollup_every_s": ROLLUP_EVERY_S,
+                "evaluate_every_s": EVALUATE_EVERY_S,
+                "retrieval_ms_before_after": [150, 600],
+                "budget": "retrieval p95 350 ms",
+                "cost_pipelines": COST_PIPELINES,
+                "cost_stages": COST_STAGES,
+                "simulation_wall_s": simulated_s,
+            },
+        )
+        print(f"\nwritten {path}")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -1,0 +1,302 @@
+"""Ingestion throughput, accept latency and end-to-end freshness on PostgreSQL and Redis.
+
+Starts one gunicorn web process (one sync worker) and, for the end-to-end phase,
+one Celery worker (two pool processes, with the scheduler) against a fresh test
+database, then sends pre-encoded 512-span OTLP batches from this process over
+HTTP keep-alive. Figures:
+
+- accept: spans/s one web process accepts, and per-request latency, for protobuf
+  and OTLP JSON (no worker running, so the request path is measured alone);
+- end to end: spans/s carried from HTTP to finalized stage samples while sending
+  ``BENCH_E2E_BATCHES`` distinct requests (default 600, i.e. 307,200 spans; at most
+  ``BENCH_DURATION`` seconds), the largest backlog seen, and how
+  long after going idle each trace was finalized.
+"""
+
+import cProfile
+import http.client
+import io
+import os
+import pstats
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Max, Sum
+from django.test.utils import setup_test_environment
+
+from bench.decode import to_otlp_json, to_protobuf, trace_spans
+from bench.report import percentile, print_rows, write
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES_PER_BATCH = 64  # 8 spans each: 512 spans per request
+ACCEPT_REQUESTS = int(os.environ.get("BENCH_ACCEPT_REQUESTS", "300"))
+DURATION_S = float(os.environ.get("BENCH_DURATION", "120"))
+# Pre-encoded 512-span requests for the end-to-end phase (sent once each).
+E2E_BATCHES = int(os.environ.get("BENCH_E2E_BATCHES", "600"))
+IDLE_S = 2.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _batches(count: int, encode: Any, rng: random.Random) -> list[bytes]:
+    """Fresh trace ids and current times for every batch, so each trace is new."""
+    now = time.time_ns()
+    bodies = []
+    for _ in range(count):
+        spans = [
+            span
+            for t in range(TRACES_PER_BATCH)
+            for span in trace_spans(rng, now - 3_000_000_000 + t * 1_000)
+        ]
+        bodies.append(encode(spans))
+    return bodies
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    from tests.processes import process_env
+
+    return process_env(TRACE_IDLE_SECONDS=str(IDLE_S), INGEST_RATE_LIMIT_SPANS="0", **extra)
+
+
+@contextmanager
+def _process(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_http(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the web process did not start")
+
+
+class Sender:
+    def __init__(self, port: int, token: str, content_type: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
+
+    def send(self, body: bytes) -> tuple[int, float]:
+        start = time.perf_counter()
+        self.conn.request("POST", "/v1/traces", body=body, headers=self.headers)
+        response = self.conn.getresponse()
+        response.read()
+        return response.status, (time.perf_counter() - start) * 1000
+
+
+def _setup() -> tuple[str, int]:
+    from apps.teams.services import ingest_token_create
+    from tests.factories import make_pipeline, make_rule, make_stage, make_team, make_user
+
+    team = make_team("bench", owner=make_user("bench"))
+    pipeline = make_pipeline(
+        team, "rag-chat", match_service="chat-api", match_root_span="POST /v1/chat",
+        budget={"p95": 2500},
+    )  # fmt: skip
+    rules: list[tuple[str, dict[str, Any]]] = [
+        ("auth", {"span_name": "auth"}),
+        ("embedding", {"attributes": {"gen_ai.operation.name": "embeddings"}}),
+        ("retrieval", {"attributes": {"openinference.span.kind": "RETRIEVER"}}),
+        ("rerank", {"attributes": {"openinference.span.kind": "RERANKER"}}),
+        ("tools", {"attributes": {"gen_ai.operation.name": "execute_tool"}}),
+        ("ttft", {"attributes": {"gen_ai.operation.name": "chat"}, "portion": "until_first_token"}),
+        ("generation", {"attributes": {"gen_ai.operation.name": "chat"},
+                        "portion": "after_first_token"}),
+    ]  # fmt: skip
+    for slug, rule in rules:
+        make_rule(make_stage(pipeline, slug, budget_ms=500), **rule)
+    _, raw = ingest_token_create(team=team, name="bench", created_by=None)
+    return raw, pipeline.pk
+
+
+def _accept_phase(port: int, token: str, name: str, bodies: list[bytes], ctype: str) -> dict:
+    sender = Sender(port, token, ctype)
+    for body in bodies[:10]:
+        sender.send(body)  # warm up
+    latencies = []
+    start = time.perf_counter()
+    for body in bodies[10:]:
+        status, ms = sender.send(body)
+        assert status == 200, status
+        latencies.append(ms)
+    elapsed = time.perf_counter() - start
+    return {
+        "requests": len(latencies),
+        "spans_per_s": round(len(latencies) * 512 / elapsed),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p95_ms": round(percentile(latencies, 95), 2),
+        "max_ms": round(max(latencies), 2),
+        "body_kb": round(len(bodies[-1]) / 1024, 1),
+    }
+
+
+def _backlog() -> int:
+    from apps.ingest.models import RawBatch
+
+    return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
+
+
+def _end_to_end(port: int, token: str, logs: Path, rng: random.Random) -> dict:
+    from apps.ingest.models import Span, Trace, TraceState
+
+    sender = Sender(port, token, "application/x-protobuf")
+    worker_env = _env({})
+    worker = [
+        sys.executable, "-m", "celery", "-A", "budgets_site", "worker", "-B",
+        "-Q", "ingest,rollup,alerts", "--concurrency", "2", "--loglevel", "WARNING",
+        "--schedule", str(logs / "beat-schedule"), "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    with _process(worker, logs / "worker.log", worker_env):
+        # Bodies are encoded before the clock starts: the sender shares the two cores.
+        pool = _batches(E2E_BATCHES, to_protobuf, rng)
+        sent = 0
+        max_backlog = 0
+        start = time.monotonic()
+        next_probe = start
+        for body in pool:
+            status, _ = sender.send(body)
+            if status == 200:
+                sent += 512
+            if time.monotonic() >= next_probe:
+                max_backlog = max(max_backlog, _backlog())
+                next_probe += 2
+            if time.monotonic() - start > DURATION_S:
+                break
+        send_elapsed = time.monotonic() - start
+        stored_during_send = Span.objects.count()
+        # Let the worker finish: everything stored and every trace finalized.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if not _backlog() and not Trace.objects.filter(state=TraceState.OPEN).exists():
+                break
+            time.sleep(0.5)
+        total_elapsed = time.monotonic() - start
+    traces = Trace.objects.filter(state=TraceState.FINALIZED)
+    delays = [
+        (t.finalized_at - t.last_span_at - timedelta(seconds=IDLE_S)).total_seconds()
+        for t in traces.only("finalized_at", "last_span_at")
+        if t.finalized_at is not None
+    ]
+    return {
+        "spans_sent": sent,
+        "send_s": round(send_elapsed, 1),
+        "accepted_spans_per_s": round(sent / send_elapsed),
+        "stored_while_sending": stored_during_send,
+        "end_to_end_spans_per_s": round(Span.objects.count() / total_elapsed),
+        "drained_after_s": round(total_elapsed - send_elapsed, 1),
+        "max_backlog_spans": max_backlog,
+        "traces_finalized": len(delays),
+        "finalize_delay_p50_s": round(percentile(delays, 50), 2) if delays else None,
+        "finalize_delay_p95_s": round(percentile(delays, 95), 2) if delays else None,
+        "last_finalized": str(traces.aggregate(last=Max("finalized_at"))["last"]),
+    }
+
+
+def _profile(token: str, rng: random.Random) -> str:
+    """Where the worker's time goes: drain and finalize in process, cProfile'd."""
+    from apps.ingest.models import Encoding
+    from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+    from apps.rollups.services.finalize import traces_finalize_due
+    from apps.teams.models import Team
+
+    team = Team.objects.get(slug="bench")
+    for body in _batches(40, to_protobuf, rng):
+        raw_batch_store(
+            team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=body, span_count=512
+        )
+    profiler = cProfile.Profile()
+    profiler.enable()
+    while raw_batches_drain().more:
+        pass
+    from django.utils import timezone
+
+    later = timezone.now() + timedelta(seconds=60)
+    while traces_finalize_due(now=later, limit=1000).traces:
+        pass
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+    return out.getvalue()
+
+
+def run() -> None:
+    if connection.vendor != "postgresql" or settings.CELERY_BROKER_URL.startswith("filesystem"):
+        print("ingest benchmark: set DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis)")
+        return
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    logs = Path(settings.VAR_DIR) / "bench-ingest"
+    logs.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(11)
+    try:
+        token, _ = _setup()
+        from apps.ingest.models import RawBatch
+
+        port = _free_port()
+        web = [
+            sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
+            "--bind", f"127.0.0.1:{port}", "--keep-alive", "30",
+        ]  # fmt: skip
+        with _process(web, logs / "web.log", _env({"DEBUG": "false"})):
+            _wait_http(port)
+            accept = {
+                "protobuf": _accept_phase(
+                    port, token, "protobuf",
+                    _batches(ACCEPT_REQUESTS + 10, to_protobuf, rng), "application/x-protobuf",
+                ),
+                "OTLP JSON": _accept_phase(
+                    port, token, "json",
+                    _batches(ACCEPT_REQUESTS + 10, to_otlp_json, rng), "application/json",
+                ),
+            }  # fmt: skip
+            RawBatch.objects.all().delete()
+            print_rows(
+                "Accept: one web process (gunicorn, 1 sync worker), 512-span batches",
+                accept,
+                ["requests", "spans_per_s", "p50_ms", "p95_ms", "max_ms", "body_kb"],
+            )
+            e2e = _end_to_end(port, token, logs, rng)
+        print("\nEnd to end: HTTP -> finalized stage samples (1 web process, 1 worker)")
+        for key, value in e2e.items():
+            print(f"  {key:26} {value}")
+        profile = _profile(token, rng)
+        print("\nWorker profile (drain + finalize, in process), top functions by own time")
+        print(profile)
+        path = write(
+            "ingest",
+            {**{f"accept {k}": v for k, v in accept.items()}, "end_to_end": e2e},
+            {"batch_spans": 512, "duration_s": DURATION_S, "idle_s": IDLE_S, "profile": profile},
+        )
+        print(f"written {path}")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -1,0 +1,163 @@
+"""Server time of the percentile and series API over 30 days of rollups.
+
+One pipeline of 20 stages with rollups as retention leaves them: 10-second
+buckets for the last 2 hours, minutes for 3 days, hours and days for 30 days.
+Each bucket of each series (end to end, untracked, and wall and critical-path
+time of every stage: 42 series) holds a sketch of 50 to 500 lognormal values.
+Requests go through the full Django stack in process with a personal API token.
+"warm": the process has answered the same window before, so the decoded
+sketches of unchanged buckets come from its cache; "cold": that cache is
+emptied before every request.
+"""
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from django.db import connection
+from django.db.models import Avg, Count, Max, Min
+from django.db.models.functions import Length
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+from bench.report import print_rows, print_table, summarise, write
+
+STAGES = 20
+REQUESTS = 50
+COLD_REQUESTS = 15
+HORIZONS = {10: 2 * 3600, 60: 3 * 86400, 3600: 30 * 86400, 86400: 30 * 86400}
+WINDOWS = ["15m", "1h", "24h", "7d", "30d"]
+
+
+def _populate(now: int) -> tuple[str, int]:
+    from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+    from apps.rollups.sketch import Sketch
+    from apps.teams.services import api_token_create
+    from tests.factories import make_pipeline, make_stage, make_team, make_user
+
+    user = make_user("bench")
+    team = make_team("bench", owner=user)
+    pipeline = make_pipeline(team, "rag-chat", budget={"p95": 2500, "p99": 4000})
+    stages = [make_stage(pipeline, f"stage-{s:02d}", budget_ms=100 + 10 * s) for s in range(STAGES)]
+    series = [(E2E_STAGE_ID, Measure.WALL, 900.0), (UNTRACKED_STAGE_ID, Measure.CRITICAL, 8.0)]
+    for index, stage in enumerate(stages):
+        median = 20.0 + 15 * index
+        series += [(stage.pk, Measure.WALL, median), (stage.pk, Measure.CRITICAL, median * 0.8)]
+    rng = np.random.default_rng(2025)
+    batch: list[RollupBucket] = []
+    rows = 0
+    for resolution, horizon in HORIZONS.items():
+        last = now - now % resolution
+        for start in range(last - horizon + resolution, last + resolution, resolution):
+            bucket_start = datetime.fromtimestamp(start, tz=UTC)
+            for stage_id, measure, median in series:
+                values = rng.lognormal(np.log(median), 0.6, int(rng.integers(50, 501)))
+                sketch = Sketch.from_values(values)
+                batch.append(
+                    RollupBucket(
+                        team_id=team.pk,
+                        pipeline_id=pipeline.pk,
+                        stage_id=stage_id,
+                        measure=measure,
+                        resolution=resolution,
+                        bucket_start=bucket_start,
+                        count=len(values),
+                        error_count=int(rng.integers(0, 3)),
+                        sum_ns=sketch.sum_ns,
+                        max_ns=round(float(values.max()) * 1_000_000),
+                        sketch=sketch.to_bytes(),
+                    )
+                )
+            if len(batch) >= 5000:
+                RollupBucket.objects.bulk_create(batch)
+                rows += len(batch)
+                batch = []
+    RollupBucket.objects.bulk_create(batch)
+    rows += len(batch)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {RollupBucket._meta.db_table}")
+    _, token = api_token_create(user=user, name="bench")
+    return token, rows
+
+
+def _sizes() -> dict[str, dict[str, Any]]:
+    from apps.rollups.models import RollupBucket
+
+    rows = {}
+    stats = (
+        RollupBucket.objects.values("resolution")
+        .annotate(
+            rows=Count("id"),
+            bytes_mean=Avg(Length("sketch")),
+            bytes_min=Min(Length("sketch")),
+            bytes_max=Max(Length("sketch")),
+        )
+        .order_by("resolution")
+    )
+    for stat in stats:
+        rows[f"{stat['resolution']} s buckets"] = {
+            "rows": stat["rows"],
+            "bytes_mean": round(stat["bytes_mean"], 1),
+            "bytes_min": stat["bytes_min"],
+            "bytes_max": stat["bytes_max"],
+        }
+    return rows
+
+
+def _time(client: Client, url: str, auth: dict[str, str], *, cold: bool) -> list[float]:
+    from apps.rollups.selectors.decoded import decoded_sketches_clear
+
+    client.get(url, headers=auth)  # connections, and for warm runs the cache
+    samples = []
+    for _ in range(COLD_REQUESTS if cold else REQUESTS):
+        if cold:
+            decoded_sketches_clear()
+        start = time.perf_counter()
+        response = client.get(url, headers=auth)
+        samples.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200, (url, response.status_code, response.content[:300])
+    return samples
+
+
+def run() -> None:
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        now = int(time.time())
+        started = time.perf_counter()
+        token, rows = _populate(now)
+        print(f"{rows:,} rollup rows written in {time.perf_counter() - started:.1f} s")
+        client = Client()
+        auth = {"Authorization": f"Bearer {token}"}
+        base = "/api/v1/pipelines/rag-chat/"
+        urls = {f"percentiles {w}": f"{base}percentiles?window={w}" for w in WINDOWS}
+        urls["series 24h e2e p95"] = f"{base}series?window=24h&p=95"
+        urls["series 24h stage critical p99"] = (
+            f"{base}series?window=24h&stage=stage-07&measure=critical&p=99"
+        )
+        urls["series 7d e2e p95"] = f"{base}series?window=7d"
+        timings: dict[str, dict[str, Any]] = {}
+        for name, url in urls.items():
+            timings[f"{name}, warm"] = summarise(_time(client, url, auth, cold=False))
+        for name, url in urls.items():
+            timings[f"{name}, cold"] = summarise(_time(client, url, auth, cold=True))
+        print_table("Percentile and series API, server time in process (ms)", timings)
+        sizes = _sizes()
+        print_rows("Stored sketches", sizes, ["rows", "bytes_mean", "bytes_min", "bytes_max"])
+        path = write(
+            "percentiles",
+            {**timings, **sizes},
+            {
+                "stages": STAGES,
+                "series": 2 + 2 * STAGES,
+                "rows": rows,
+                "values_per_bucket": "50-500 lognormal",
+                "requests": REQUESTS,
+                "cold_requests": COLD_REQUESTS,
+            },
+        )
+        print(f"\nwritten {path}")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
