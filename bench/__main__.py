@@ -11,9 +11,9 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "budgets_site.settings_test")
 django.setup()
 
-from bench import decode, ingest, pages, sketch  # noqa: E402
+from bench import decode, ingest, pages, rollup, sketch  # noqa: E402
 
-BENCHMARKS = {"pages": pages.run, "decode": decode.run, "sketch": sketch.run, "ingest": ingest.run}
+BENCHMARKS = {"pages": pages.run, "decode": decode.run, "sketch": sketch.run, "ingest": ingest.run, "rollup": rollup.run}
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,8 @@ is not measured here), with lognormal times, on one pipeline of 8 stages.
   times the samples written since the last one. The pass must take under 2 s to
   keep pace; a trace finalized just after a pass is in the 10 s rollups one beat
   and one pass later, so freshness is at most 2 s plus the pass time.
+
+samples_per_s is samples written divided by the time spent rolling them up.
 """
 
 import statistics
@@ -47,7 +49,7 @@ def _populate() -> tuple[Any, list[int]]:
     return pipeline, stages
 
 
-def _write_samples(rows: list[tuple[int, ...]]) -> None:
+def _write_samples(rows: list[tuple[Any, ...]]) -> None:
     from apps.rollups.models import StageSample
 
     columns = (

@@ -249,6 +249,8 @@ CELERY_BEAT_SCHEDULE = {
     # Dirty rollup buckets: freshness of the 10 s rollups is a beat plus one pass.
     "rollups-process": {"task": "apps.rollups.tasks.process_dirty_rollups", "schedule": 2.0},
     "rollups-expire": {"task": "apps.rollups.tasks.expire_rollups", "schedule": 600.0},
+    # Budgets over each pipeline's sliding window: violations open and close.
+    "budgets-evaluate": {"task": "apps.rollups.tasks.evaluate_budgets", "schedule": 10.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -2,6 +2,7 @@ import time
 
 from celery import shared_task
 
+from apps.rollups.services.evaluation import budgets_evaluate
 from apps.rollups.services.finalize import traces_finalize_due
 from apps.rollups.services.rollup import rollups_process_dirty
 from apps.rollups.services.rollup_retention import rollups_expire
@@ -34,3 +35,10 @@ def process_dirty_rollups() -> None:
 @shared_task(name="apps.rollups.tasks.expire_rollups", ignore_result=True, expires=300)
 def expire_rollups() -> None:
     rollups_expire()
+
+
+# Scheduled every 10 s. Runs of one 10 s tick count once (see budgets_evaluate), and a
+# beat left queued past the next one expires unrun.
+@shared_task(name="apps.rollups.tasks.evaluate_budgets", ignore_result=True, expires=10)
+def evaluate_budgets() -> None:
+    budgets_evaluate()

@@ -28,6 +28,10 @@ def dirty_buckets_mark(
             DirtyBucket(pipeline_id=pipeline_id, resolution=resolution, bucket_start=start)
             for pipeline_id, start in sorted(rows)
         ],
-        ignore_conflicts=True,
+        # Touch rows that exist instead of ignoring them: a rollup run holding the row
+        # then waits for this transaction, and its delete no longer drops the mark.
+        update_conflicts=True,
+        unique_fields=["pipeline_id", "resolution", "bucket_start"],
+        update_fields=["marked_at"],
     )
     return len(rows)

@@ -11,15 +11,15 @@ marks each parent bucket dirty and deletes the claimed rows, all in one
 transaction. A crash anywhere rolls everything back, leaving the rows for the next
 run, which redoes the half-written buckets whole.
 
-Each resolution is its own transaction, finest first, so one call carries a change
-from 10 s up to the day bucket. A transaction then locks buckets of one
-resolution and marks only the next, so two workers never wait on each other in a
-cycle. Claims use ``FOR UPDATE SKIP LOCKED``: concurrent runs share the rows, and
-a run never waits for another one's buckets. Parents are marked with an upsert
-that touches ``marked_at``: when the parent row is claimed by a run still reading
-the children, the upsert waits for that run and leaves a new row behind, so the
-parent is redone with the new children; a plain insert that ignored the conflict
-would be lost when that run deletes its claimed row.
+Each resolution is its own transaction (its own job, with its own set of rows),
+finest first, so one call carries a change from 10 s up to the day bucket. A
+transaction locks buckets of one resolution and marks only the next, so two
+workers never wait on each other in a cycle. Claims use ``FOR UPDATE SKIP
+LOCKED``: concurrent runs share the rows and never claim the same bucket. Parents
+are marked with an upsert that touches ``marked_at``: when the parent row is
+claimed by a run still reading the children, the upsert waits for that run and
+leaves a new row behind, so the parent is redone with the new children; an insert
+that ignored the conflict would be lost when that run deletes its claimed row.
 """
 
 from collections import defaultdict
@@ -114,8 +114,11 @@ def _rewrite(
         bucket_start__in=[as_datetime(start) for start in rewritten],
     ).delete()[0]
     if pipeline is not None:
-        rows = rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
-        rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
+        rows = []
+        if plan["samples"]:
+            rows += rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
+        if plan["children"]:
+            rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
         RollupBucket.objects.bulk_create(rows, batch_size=1000)
         result.rows_written += len(rows)
     return rewritten

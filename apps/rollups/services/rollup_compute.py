@@ -10,6 +10,10 @@ its stage samples, until it is finalized again.
 From children: the finer buckets' rows are merged (sketches merged exactly, sums,
 counts and maxima combined), which gives the same rows as computing from samples.
 
+Samples are read at most ``CHUNK_S`` seconds of trace starts per query, many
+buckets per query when they are short, several queries merged when a bucket is
+long (an hour rebuilt from samples), so memory stays bounded.
+
 Values beyond the sketch's range (a root span stamped days apart) are clipped to
 it, so that one broken trace cannot stop its bucket from being written.
 """
@@ -39,6 +43,8 @@ from apps.rollups.sketch import MAX_VALUE_MS, Sketch
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
 MAX_NS = int(MAX_VALUE_MS) * NS_PER_MS
+# Two minutes of a pipeline at 4,000 traces/s is ~10 M values, ~400 MB fetched.
+CHUNK_S = 120
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,23 @@ class PipelineInfo:
     id: int
     team_id: int
     objective_threshold_ms: int | None
+
+
+@dataclass(frozen=True)
+class Part:
+    """Totals and sketch of some of one bucket's values."""
+
+    count: int
+    errors: int
+    good: int
+    sum_ns: int
+    max_ns: int
+    sketch: Sketch
+
+
+# (bucket start in epoch seconds, stage id, measure)
+Key = tuple[int, int, int]
+Parts = defaultdict[Key, list[Part]]
 
 
 def pipelines_info(ids: set[int]) -> dict[int, PipelineInfo]:
@@ -70,57 +93,51 @@ def _runs(starts: list[int], width: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _ns_ranges(starts: list[int], width: int) -> Q:
-    q = Q()
+def _query_ranges(starts: list[int], width: int) -> list[list[tuple[int, int]]]:
+    """The buckets' time as groups of [from, to) ranges of at most CHUNK_S seconds
+    in all, one group per query; ranges are cut at multiples of CHUNK_S."""
+    pieces = []
     for low, high in _runs(starts, width):
-        q |= Q(start_ns__gte=low * NS_PER_S, start_ns__lt=high * NS_PER_S)
-    return q
+        while low < high:
+            cut = min(high, low - low % CHUNK_S + CHUNK_S)
+            pieces.append((low, cut))
+            low = cut
+    groups: list[list[tuple[int, int]]] = []
+    covered = CHUNK_S
+    for low, high in pieces:
+        if covered + high - low > CHUNK_S:
+            groups.append([])
+            covered = 0
+        if groups[-1] and groups[-1][-1][1] == low:
+            groups[-1][-1] = (groups[-1][-1][0], high)
+        else:
+            groups[-1].append((low, high))
+        covered += high - low
+    return groups
 
 
-def _groups(*keys: NDArray[np.int64]) -> tuple[NDArray[np.intp], list[NDArray[np.intp]]]:
-    """Row order sorted by ``keys`` (first key major), and the index runs of equal keys."""
+def _groups(*keys: NDArray[np.int64]) -> list[NDArray[np.intp]]:
+    """Index runs of rows with equal ``keys``."""
     order = np.lexsort(keys[::-1])
     if not len(order):
-        return order, []
+        return []
     changed = np.zeros(len(order) - 1, dtype=bool)
     for key in keys:
         sorted_key = key[order]
         changed |= sorted_key[1:] != sorted_key[:-1]
-    return order, np.split(order, np.flatnonzero(changed) + 1)
+    return np.split(order, np.flatnonzero(changed) + 1)
 
 
-class _Rows:
-    def __init__(self, pipeline: PipelineInfo, resolution: int) -> None:
-        self.pipeline = pipeline
-        self.resolution = resolution
-        self.rows: list[RollupBucket] = []
-
-    def add(
-        self,
-        start: int,
-        stage_id: int,
-        measure: int,
-        values_ns: NDArray[np.int64],
-        errors: int,
-        good: int = 0,
-    ) -> None:
-        values = np.clip(values_ns, 0, MAX_NS)
-        self.rows.append(
-            RollupBucket(
-                team_id=self.pipeline.team_id,
-                pipeline_id=self.pipeline.id,
-                stage_id=stage_id,
-                measure=measure,
-                resolution=self.resolution,
-                bucket_start=as_datetime(start),
-                count=len(values),
-                error_count=errors,
-                good_count=good,
-                sum_ns=int(values.sum()),
-                max_ns=int(values.max()),
-                sketch=Sketch.from_values(values / NS_PER_MS).to_bytes(),
-            )
-        )
+def _part(values_ns: NDArray[np.int64], errors: int, good: int = 0) -> Part:
+    values = np.clip(values_ns, 0, MAX_NS)
+    return Part(
+        count=len(values),
+        errors=errors,
+        good=good,
+        sum_ns=int(values.sum()),
+        max_ns=int(values.max()),
+        sketch=Sketch.from_values(values / NS_PER_MS),
+    )
 
 
 def _bucket_of(start_ns: NDArray[np.int64], resolution: int) -> NDArray[np.int64]:
@@ -132,51 +149,52 @@ def rows_from_samples(
     pipeline: PipelineInfo, resolution: int, starts: list[int]
 ) -> list[RollupBucket]:
     """Rows of the buckets starting at ``starts`` (sorted epoch seconds), from traces
-    and stage samples: two queries whatever the number of buckets."""
-    if not starts:
-        return []
-    ranges = _ns_ranges(starts, resolution)
-    traces = int_columns(
-        Trace.objects.filter(
-            ranges,
-            team_id=pipeline.team_id,
-            pipeline_id=pipeline.id,
-            incomplete=False,
-            end_ns__isnull=False,
-        ),
-        "start_ns", "end_ns", Cast("error", IntegerField()), "untracked_critical_ns",
-    )  # fmt: skip
-    samples = int_columns(
-        StageSample.objects.filter(ranges, pipeline_id=pipeline.id),
-        "start_ns", "stage_id", "wall_ns", "critical_ns", Cast("error", IntegerField()),
-    )  # fmt: skip
-    out = _Rows(pipeline, resolution)
-    _add_traces(out, traces)
-    _add_samples(out, samples)
-    return out.rows
+    and stage samples: two queries per CHUNK_S seconds of buckets."""
+    parts: Parts = defaultdict(list)
+    for ranges in _query_ranges(starts, resolution):
+        q = Q()
+        for low, high in ranges:
+            q |= Q(start_ns__gte=low * NS_PER_S, start_ns__lt=high * NS_PER_S)
+        traces = int_columns(
+            Trace.objects.filter(
+                q, team_id=pipeline.team_id, pipeline_id=pipeline.id, incomplete=False,
+                end_ns__isnull=False,
+            ),
+            "start_ns", "end_ns", Cast("error", IntegerField()), "untracked_critical_ns",
+        )  # fmt: skip
+        samples = int_columns(
+            StageSample.objects.filter(q, pipeline_id=pipeline.id),
+            "start_ns", "stage_id", "wall_ns", "critical_ns", Cast("error", IntegerField()),
+        )  # fmt: skip
+        _add_traces(parts, traces, resolution, pipeline.objective_threshold_ms)
+        _add_samples(parts, samples, resolution)
+    return _rows(pipeline, resolution, parts)
 
 
-def _add_traces(out: _Rows, traces: NDArray[np.int64]) -> None:
-    buckets = _bucket_of(traces[:, 0], out.resolution)
+def _add_traces(
+    parts: Parts, traces: NDArray[np.int64], resolution: int, threshold_ms: int | None
+) -> None:
+    buckets = _bucket_of(traces[:, 0], resolution)
     e2e = np.maximum(traces[:, 1] - traces[:, 0], 0)
     errors, untracked = traces[:, 2], traces[:, 3]
-    threshold = out.pipeline.objective_threshold_ms
-    for group in _groups(buckets)[1]:
+    for group in _groups(buckets):
         start, values = int(buckets[group[0]]), e2e[group]
-        good = 0 if threshold is None else int((values <= threshold * NS_PER_MS).sum())
+        good = 0 if threshold_ms is None else int((values <= threshold_ms * NS_PER_MS).sum())
         error_count = int(errors[group].sum())
-        out.add(start, E2E_STAGE_ID, Measure.WALL, values, error_count, good)
-        out.add(start, UNTRACKED_STAGE_ID, Measure.CRITICAL, untracked[group], error_count)
+        parts[(start, E2E_STAGE_ID, Measure.WALL)].append(_part(values, error_count, good))
+        parts[(start, UNTRACKED_STAGE_ID, Measure.CRITICAL)].append(
+            _part(untracked[group], error_count)
+        )
 
 
-def _add_samples(out: _Rows, samples: NDArray[np.int64]) -> None:
-    buckets = _bucket_of(samples[:, 0], out.resolution)
+def _add_samples(parts: Parts, samples: NDArray[np.int64], resolution: int) -> None:
+    buckets = _bucket_of(samples[:, 0], resolution)
     stages = samples[:, 1]
-    for group in _groups(buckets, stages)[1]:
+    for group in _groups(buckets, stages):
         start, stage_id = int(buckets[group[0]]), int(stages[group[0]])
         error_count = int(samples[group, 4].sum())
-        out.add(start, stage_id, Measure.WALL, samples[group, 2], error_count)
-        out.add(start, stage_id, Measure.CRITICAL, samples[group, 3], error_count)
+        parts[(start, stage_id, Measure.WALL)].append(_part(samples[group, 2], error_count))
+        parts[(start, stage_id, Measure.CRITICAL)].append(_part(samples[group, 3], error_count))
 
 
 def rows_from_children(
@@ -184,8 +202,6 @@ def rows_from_children(
 ) -> list[RollupBucket]:
     """Rows of the buckets starting at ``starts`` merged from the next finer
     resolution's rows, fetched in one query."""
-    if not starts:
-        return []
     ranges = Q()
     for low, high in _runs(starts, resolution):
         ranges |= Q(bucket_start__gte=as_datetime(low), bucket_start__lt=as_datetime(high))
@@ -195,17 +211,21 @@ def rows_from_children(
         "bucket_start", "stage_id", "measure", "count", "error_count", "good_count",
         "sum_ns", "max_ns", "sketch",
     )  # fmt: skip
-    groups: dict[tuple[int, int, int], list[tuple[int, int, int, int, int, bytes]]] = defaultdict(
-        list
-    )
+    parts: Parts = defaultdict(list)
     for when, stage_id, measure, count, errors, good, sum_ns, max_ns, sketch in children:
         seconds = int(when.timestamp())
-        key = (seconds - seconds % resolution, stage_id, measure)
-        groups[key].append((count, errors, good, sum_ns, max_ns, bytes(sketch)))
+        parts[(seconds - seconds % resolution, stage_id, measure)].append(
+            Part(count, errors, good, sum_ns, max_ns, Sketch.from_bytes(bytes(sketch)))
+        )
+    return _rows(pipeline, resolution, parts)
+
+
+def _rows(pipeline: PipelineInfo, resolution: int, parts: Parts) -> list[RollupBucket]:
     rows = []
-    for (start, stage_id, measure), members in sorted(groups.items()):
-        counts, errors, goods, sums, maxima, sketches = zip(*members, strict=True)
-        merged = Sketch.merged(Sketch.from_bytes(data) for data in sketches)
+    for (start, stage_id, measure), members in sorted(parts.items()):
+        sketch = (
+            members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+        )
         rows.append(
             RollupBucket(
                 team_id=pipeline.team_id,
@@ -214,12 +234,12 @@ def rows_from_children(
                 measure=measure,
                 resolution=resolution,
                 bucket_start=as_datetime(start),
-                count=sum(counts),
-                error_count=sum(errors),
-                good_count=sum(goods),
-                sum_ns=sum(sums),
-                max_ns=max(maxima),
-                sketch=merged.to_bytes(),
+                count=sum(m.count for m in members),
+                error_count=sum(m.errors for m in members),
+                good_count=sum(m.good for m in members),
+                sum_ns=sum(m.sum_ns for m in members),
+                max_ns=max(m.max_ns for m in members),
+                sketch=sketch.to_bytes(),
             )
         )
     return rows

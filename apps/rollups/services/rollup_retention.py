@@ -16,6 +16,7 @@ to recompute it from and it stays as it is.
 """
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Literal
 
 from django.conf import settings
@@ -28,8 +29,8 @@ MINUTE_KEEP = timedelta(days=3)
 # Children this close to their retention cutoff are not trusted to be all there.
 MERGE_MARGIN = timedelta(minutes=10)
 
-CHILD = dict(zip(RESOLUTIONS[1:], RESOLUTIONS, strict=False))
-PARENT = dict(zip(RESOLUTIONS, RESOLUTIONS[1:], strict=False))
+PARENT = dict(pairwise(RESOLUTIONS))
+CHILD = {parent: child for child, parent in PARENT.items()}
 
 Source = Literal["samples", "children", "expired", "keep"]
 
