@@ -13,7 +13,13 @@ django.setup()
 
 from bench import decode, ingest, pages, rollup, sketch  # noqa: E402
 
-BENCHMARKS = {"pages": pages.run, "decode": decode.run, "sketch": sketch.run, "ingest": ingest.run, "rollup": rollup.run}
+BENCHMARKS = {
+    "pages": pages.run,
+    "decode": decode.run,
+    "sketch": sketch.run,
+    "ingest": ingest.run,
+    "rollup": rollup.run,
+}
 
 
 def main(argv: list[str]) -> int:
