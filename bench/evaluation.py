@@ -13,7 +13,9 @@ violation minus the step time. With a full window of steady traffic, p95
 flips once 5 % of the window is slow: 15 s of a 300 s window.
 
 Cost. 20 pipelines of 20 budgeted stages, each with a full 300 s window of
-10 s rollups (30 buckets x 21 scopes, 50 values each): the wall time of one
+rollups (10 s buckets of 50 values and their minute buckets, 21 scopes; the
+window reads whole minutes from minute buckets, its edges from 10 s ones, about
+14 sketches per scope): the wall time of one
 ``budgets_evaluate`` pass, with every scope within budget and with every scope
 over budget (400 violations followed). One core, PostgreSQL on this machine.
 """
@@ -59,12 +61,14 @@ class _Pipeline:
     opened_at: float | None = None
 
 
-def _detection_setup(team: Any, count: int, rng: np.random.Generator) -> list[_Pipeline]:
+def _detection_setup(
+    team: Any, count: int, rng: np.random.Generator, prefix: str
+) -> list[_Pipeline]:
     from tests.factories import make_pipeline, make_stage
 
     pipelines = []
     for index in range(count):
-        pipeline = make_pipeline(team, f"detect-{index:02d}", budget={"p95": 5000})
+        pipeline = make_pipeline(team, f"{prefix}-{index:02d}", budget={"p95": 5000})
         stages = [
             make_stage(pipeline, "retrieval", budget_ms=350),
             make_stage(pipeline, "rerank", budget_ms=400),
@@ -131,7 +135,7 @@ def _detect(team: Any, count: int, idle_s: float, seed: int) -> list[float]:
     from apps.rollups.services.rollup import rollups_process_dirty
 
     rng = np.random.default_rng(seed)
-    pipelines = _detection_setup(team, count, rng)
+    pipelines = _detection_setup(team, count, rng, f"detect-{seed}")
     traces = _traffic(pipelines, rng, WARMUP_S + AFTER_S)
     serial = [seed * 10_000_000]
     position = 0
@@ -162,30 +166,41 @@ def _detect(team: Any, count: int, idle_s: float, seed: int) -> list[float]:
     ]
 
 
+def _bucket(
+    team: Any, pipeline: Any, stage_id: int, resolution: int, start: int, sketch: Any
+) -> Any:
+    from apps.rollups.models import Measure, RollupBucket
+
+    return RollupBucket(
+        team_id=team.pk, pipeline_id=pipeline.pk, stage_id=stage_id, measure=Measure.WALL,
+        resolution=resolution, bucket_start=datetime.fromtimestamp(start, tz=UTC),
+        count=sketch.count, sum_ns=sketch.sum_ns, max_ns=round(sketch.max * MS),
+        sketch=sketch.to_bytes(),
+    )  # fmt: skip
+
+
 def _cost_setup(team: Any, rng: np.random.Generator, now: datetime) -> list[Any]:
-    from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+    from apps.rollups.models import E2E_STAGE_ID, RollupBucket
     from apps.rollups.sketch import Sketch
     from tests.factories import make_pipeline, make_stage
 
     pipelines, rows = [], []
-    tick = int(now.timestamp()) // 10 * 10
+    # Six whole minutes of 10 s buckets and their minute buckets, ending with now's.
+    first = int(now.timestamp()) // 60 * 60 - 300
     for p in range(COST_PIPELINES):
         pipeline = make_pipeline(team, f"cost-{p:02d}", budget={"p95": 8000})
         stages = [make_stage(pipeline, f"stage-{s:02d}", budget_ms=900) for s in range(COST_STAGES)]
         pipelines.append((pipeline, stages))
         for stage_id in [E2E_STAGE_ID, *(stage.pk for stage in stages)]:
-            for bucket in range(30):
+            minutes: dict[int, list[Any]] = {}
+            for bucket in range(36):
+                start = first + 10 * bucket
                 values = rng.lognormal(np.log(250), 0.5, 50)
                 sketch = Sketch.from_values(values)
-                rows.append(
-                    RollupBucket(
-                        team_id=team.pk, pipeline_id=pipeline.pk, stage_id=stage_id,
-                        measure=Measure.WALL, resolution=10,
-                        bucket_start=datetime.fromtimestamp(tick - 10 * bucket, tz=UTC),
-                        count=50, sum_ns=sketch.sum_ns, max_ns=round(float(values.max()) * MS),
-                        sketch=sketch.to_bytes(),
-                    )
-                )  # fmt: skip
+                minutes.setdefault(start - start % 60, []).append(sketch)
+                rows.append(_bucket(team, pipeline, stage_id, 10, start, sketch))
+            for start, children in minutes.items():
+                rows.append(_bucket(team, pipeline, stage_id, 60, start, Sketch.merged(children)))
     RollupBucket.objects.bulk_create(rows, batch_size=2000)
     return pipelines
 
@@ -197,6 +212,7 @@ def _time_passes(now: datetime) -> tuple[list[float], int]:
     samples, queries = [], 0
     for _ in range(COST_PASSES):
         BudgetEvaluation.objects.update(evaluated_at=EPOCH - timedelta(days=1))
+        connection.queries_log.clear()
         with CaptureQueriesContext(connection) as captured:
             start = time.perf_counter()
             result = budgets_evaluate(now=now)

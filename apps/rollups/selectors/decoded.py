@@ -12,8 +12,9 @@ from collections import OrderedDict
 
 from apps.rollups.sketch import Sketch
 
-# A decoded sketch of a few hundred samples takes about 1 KB.
-MAX_ENTRIES = 50_000
+# An entry (a sketch of a few hundred samples, and its bytes) takes about 2 KB: at
+# most some 40 MB per process, several pipelines' 30-day views (6,000 rows each).
+MAX_ENTRIES = 20_000
 
 _cache: OrderedDict[bytes, Sketch] = OrderedDict()
 _lock = threading.Lock()

@@ -18,10 +18,11 @@ from apps.rollups.selectors.windows import (
     Window,
     align_down,
     align_up,
+    bucket_start_seconds,
     resolution_availability,
+    start_seconds,
     tile_window,
     tiles_filter,
-    to_seconds,
 )
 from apps.rollups.sketch import Sketch
 
@@ -106,10 +107,10 @@ def pipeline_series(
     rows = (
         RollupBucket.objects.filter(pipeline_id=pipeline.pk, stage_id=stage_id, measure=measure)
         .filter(tiles_filter(claimed))
-        .values_list("resolution", "bucket_start", "count", "sketch")
+        .values_list("resolution", bucket_start_seconds(), "count", "sketch")
     )
     stored = {
-        Tile(resolution, to_seconds(bucket_start)): (count, sketch)
+        Tile(resolution, start_seconds(bucket_start)): (count, sketch)
         for resolution, bucket_start, count, sketch in rows
         if count
     }
