@@ -11,7 +11,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "budgets_site.settings_test")
 django.setup()
 
-from bench import decode, ingest, pages, percentiles, rollup, sketch  # noqa: E402
+from bench import decode, evaluation, ingest, pages, percentiles, rollup, sketch  # noqa: E402
 
 BENCHMARKS = {
     "pages": pages.run,
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "ingest": ingest.run,
     "rollup": rollup.run,
     "percentiles": percentiles.run,
+    "evaluation": evaluation.run,
 }
 
 

@@ -4,8 +4,9 @@ Detection. Pipelines of three sequential stages receive 4 traces/s each (Poisson
 arrivals, lognormal stage times). Retrieval (budget 350 ms at p95, evaluation
 window 300 s, minimum 20 samples) runs at a median of 150 ms until its step
 time, then at 600 ms. The schedule is simulated in process on a virtual clock:
-traces are finalized (Trace and StageSample rows, buckets marked dirty) as the
-clock passes their end, or their end plus the idle interval; the rollup job runs
+traces are finalized (Trace and StageSample rows, buckets marked dirty) at the
+first whole second after their end, as the 1 s finalize beat does, or after their
+end plus the 10 s idle interval of the default settings; the rollup job runs
 every 2 s and the evaluation every 10 s, both given the virtual time. The
 window is full before the step; step times are spread over the evaluation
 period. The latency is the virtual time of the evaluation that opened the
@@ -116,11 +117,11 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
         )  # fmt: skip
     Trace.objects.bulk_create(rows)
     samples = []
-    for trace, (_, index, _, times) in zip(rows, batch, strict=True):
+    for trace, (_, index, start, times) in zip(rows, batch, strict=True):
         for stage, ms in zip(pipelines[index].stages, times, strict=True):
             samples.append(
                 StageSample(
-                    trace_pk=trace.pk, stage_id=stage.pk, start_ns=trace.start_ns,
+                    trace_pk=trace.pk, stage_id=stage.pk, start_ns=_ns(start),
                     team_id=team.pk, pipeline_id=stage.pipeline_id, wall_ns=round(ms * MS),
                     critical_ns=round(ms * MS), span_count=1,
                 )
@@ -223,9 +224,11 @@ def _time_passes(now: datetime) -> tuple[list[float], int]:
 
 
 def _cost_rows(team: Any) -> dict[str, dict[str, Any]]:
-    from apps.pipelines.models import Stage
+    from apps.pipelines.models import Pipeline, Stage
     from apps.rollups.models import Violation
 
+    # Only the measured pipelines: the detection runs' ones would be evaluated too.
+    Pipeline.objects.filter(team=team).delete()
     now = _at(10_000 + 5)
     pipelines = _cost_setup(team, np.random.default_rng(7), now)
     rows = {}

@@ -12,25 +12,38 @@ present), computed with SQL aggregates over traces and stage samples:
 * a suggested budget per stage (see ``suggest_budgets``).
 """
 
-import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-import numpy as np
 from django.db import connection
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+)
 from django.utils import timezone
 
 from apps.ingest.models import Trace
-from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 from apps.rollups.models import StageSample
-from apps.rollups.sketch import _nearest_rank
 
 PERIOD = timedelta(days=7)
 HEADROOM = 0.10
-QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+# The budget percentiles as integer percents, in PERCENTILES order.
+PERCENTS = tuple(int(p[1:]) for p in PERCENTILES)
 NS_PER_MS = 1_000_000
+# Typed: Django would call a difference of big integers an IntegerField and turn a
+# comparison with more than 2**31 ns (2.1 s) into an empty result.
+DURATION_NS = ExpressionWrapper(F("end_ns") - F("start_ns"), output_field=BigIntegerField())
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,7 @@ def _nearest_rank_values(values: list[int]) -> list[float]:
 
 
 def _percentiles_sql(
-    table: str, value_sql: str, where_sql: str, params: Sequence[object], group: str
+    table: str, value_sql: str, where_sql: str, params: list[Any], group: str
 ) -> dict[int, list[float]]:
     """p50/p90/p95/p99 by nearest rank (``percentile_disc``) of a column, by ``group``."""
     fractions = ", ".join(str(percent / 100) for percent in PERCENTS)
@@ -111,7 +124,7 @@ def _percentiles_sql(
             f"SELECT {group}, percentile_disc(ARRAY[{fractions}]) "
             f"WITHIN GROUP (ORDER BY {value_sql}) FROM {table} WHERE {where_sql} "
             f"GROUP BY {group}",
-            list(params),
+            params,
         )
         return {row[0]: [float(v) for v in row[1]] for row in cursor.fetchall()}
 
@@ -149,12 +162,16 @@ def trace_percentiles(traces: TraceSet) -> tuple[list[float], list[float]] | Non
         if traces.pipeline.pk not in durations:
             return None
         return durations[traces.pipeline.pk], untracked[traces.pipeline.pk]
-    rows = list(traces.queryset().values_list("start_ns", "end_ns", "untracked_critical_ns"))
+    rows = list(
+        traces.queryset()
+        .annotate(elapsed_ns=DURATION_NS)
+        .values_list("elapsed_ns", "untracked_critical_ns")
+    )
     if not rows:
         return None
     return (
-        _nearest_rank_values([end - start for start, end, _ in rows]),
-        _nearest_rank_values([untracked for _, _, untracked in rows]),
+        _nearest_rank_values([elapsed for elapsed, _ in rows]),
+        _nearest_rank_values([untracked for _, untracked in rows]),
     )
 
 
@@ -175,95 +192,106 @@ def suggest_budgets(
     budget_ms: int | None,
     untracked_ms: float,
 ) -> tuple[dict[int, int], float | None]:
-    """Suggested budgets by stage id, and the scale applied to fit the end-to-end budget.
+    """Suggested budgets by stage id, and the scale ``k`` that fits the end-to-end budget.
 
-    Each stage first gets ``base = observed x (1 + HEADROOM)``: its observed
-    percentile at its own budget percentile plus 10 %. A stage only spends the
-    end-to-end budget for the part of its wall time that lies on the critical path,
-    ``critical_fraction`` = sum of its critical-path time / sum of its wall time
-    (1 for a sequential stage, near 0 for one always hidden behind a slower
-    sibling). The critical-path demand is ``D = sum(critical_fraction x base)``;
-    what the stages may spend is ``A = E - U``, the end-to-end budget E minus the
-    untracked critical time U at the same percentile (orchestration no stage owns).
-    Percentiles do not add, but budgets are allocated by adding them, as the
-    allocation bar does. When ``D <= A`` the bases fit and stay as they are
-    (scale 1). Otherwise every base is multiplied by ``k = A / D`` so that the
-    critical-path budgets sum exactly to A: the stages share the cut in proportion
-    to what they spend. When ``A <= 0`` nothing can fit; the bases are returned
-    with scale None. Suggestions are whole milliseconds, at least 1.
+    Each stage starts from ``base = observed x (1 + HEADROOM)``: its observed
+    percentile at its own budget percentile plus 10 %. Only the part of a stage's
+    time on the critical path spends end-to-end time: with ``f`` = the stage's
+    summed critical-path time over its summed wall time (1 for a sequential stage,
+    0 for one always hidden behind a slower sibling), ``f x base`` is on the path
+    and ``(1 - f) x base`` runs beside slower work. The stages may spend
+    ``A = E - U``: the end-to-end budget E minus U, the untracked critical time at
+    the same percentile (orchestration no stage owns). Percentiles do not add, but
+    budgets are allocated by adding them, as the allocation bar does.
+
+    With ``D = sum(f x base)``, ``k = min(1, A / D)`` and each suggestion is
+    ``(1 - f) x base + k x f x base``: the on-path parts shrink in proportion to
+    what they spend until they sum to A, the rest is left alone, and bases that
+    already fit stay as they are (k = 1). Without an end-to-end budget, or when
+    U alone exceeds it (A <= 0, nothing can fit), or without traffic, the bases
+    are returned and k is None. Suggestions are rounded to whole milliseconds, at least 1.
     """
     bases = {stage_id: value * (1 + HEADROOM) for stage_id, value in observed_ms.items()}
-    if budget_ms is None:
-        return {stage_id: max(1, math.ceil(base)) for stage_id, base in bases.items()}, None
-    available = budget_ms - untracked_ms
+    available = budget_ms - untracked_ms if budget_ms is not None else 0.0
+    if budget_ms is None or available <= 0 or not bases:
+        return {stage_id: max(1, round(base)) for stage_id, base in bases.items()}, None
     demand = sum(critical_fraction.get(stage_id, 0.0) * base for stage_id, base in bases.items())
-    if available <= 0:
-        return {stage_id: max(1, math.ceil(base)) for stage_id, base in bases.items()}, None
     scale = min(1.0, available / demand) if demand > 0 else 1.0
-    suggested = {
-        stage_id: max(1, math.floor(base * scale) if scale < 1 else math.ceil(base))
-        for stage_id, base in bases.items()
-    }
+    suggested = {}
+    for stage_id, base in bases.items():
+        on_path = critical_fraction.get(stage_id, 0.0) * base
+        suggested[stage_id] = max(1, round(base - on_path + scale * on_path))
     return suggested, scale
 
 
+def _expected_share(percentile: str) -> float:
+    return (100 - PERCENTS[PERCENTILES.index(percentile)]) / 100
+
+
+def _trace_counts(traces: TraceSet, headline: tuple[str, int] | None, over_any: Q | None) -> Any:
+    """Traces; over the end-to-end budget; and over it while every stage met its budget."""
+    aggregates = {"traces": Count("pk")}
+    queryset = traces.queryset()
+    if headline is not None:
+        queryset = queryset.annotate(elapsed_ns=DURATION_NS)
+        e2e_over = Q(elapsed_ns__gt=headline[1] * NS_PER_MS)
+        inconsistent = e2e_over
+        if over_any is not None:
+            samples = StageSample.objects.filter(
+                over_any, trace_pk=OuterRef("pk"), start_ns=OuterRef("start_ns")
+            )
+            queryset = queryset.annotate(stage_over=Exists(samples))
+            inconsistent &= Q(stage_over=False)
+        aggregates["over"] = Count("pk", filter=e2e_over)
+        aggregates["inconsistent"] = Count("pk", filter=inconsistent)
+    return queryset.aggregate(**aggregates)
+
+
+def _stage_counts(traces: TraceSet, over_any: Q | None) -> dict[int, dict[str, Any]]:
+    """Runs, runs over budget, and summed wall and critical-path time, by stage id."""
+    aggregates = {"runs": Count("trace_pk"), "wall": Sum("wall_ns"), "critical": Sum("critical_ns")}
+    if over_any is not None:
+        aggregates["over"] = Count("trace_pk", filter=over_any)
+    rows = (
+        StageSample.objects.filter(
+            pipeline_id=traces.pipeline.pk,
+            start_ns__gte=traces.start_ns,
+            start_ns__lt=traces.end_ns,
+        )
+        .values("stage_id")
+        .annotate(**aggregates)
+    )
+    return {row["stage_id"]: dict(row) for row in rows}
+
+
 def pipeline_fit(*, pipeline: Pipeline, now: datetime | None = None) -> PipelineFit:
+    """The fit check of one pipeline over the 7 days before ``now``."""
     now = now or timezone.now()
     start = now - PERIOD
-    traces = TraceSet(
-        pipeline, int(start.timestamp() * 1e9) // 1, int(now.timestamp() * 1e9) // 1
-    )
+    traces = TraceSet(pipeline, _ns(start), _ns(now))
     stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
     headline = pipeline.headline_budget
     over_any = _over_budget(stages)
 
-    aggregates: dict[str, Count] = {"traces": Count("pk")}
-    if headline is not None:
-        e2e_over = Q(duration_ns__gt=headline[1] * NS_PER_MS)
-        aggregates["over"] = Count("pk", filter=e2e_over)
-        inconsistent = e2e_over
-        if over_any is not None:
-            inconsistent &= Q(stage_over=False)
-        aggregates["inconsistent"] = Count("pk", filter=inconsistent)
-    queryset = traces.queryset().annotate(duration_ns=F("end_ns") - F("start_ns"))
-    if over_any is not None:
-        samples = StageSample.objects.filter(
-            over_any, trace_pk=OuterRef("pk"), start_ns=OuterRef("start_ns")
-        )
-        queryset = queryset.annotate(stage_over=Exists(samples))
-    totals = queryset.aggregate(**aggregates)
+    totals = _trace_counts(traces, headline, over_any)
     trace_count = totals["traces"]
-
-    sample_rows = StageSample.objects.filter(
-        pipeline_id=pipeline.pk, start_ns__gte=traces.start_ns, start_ns__lt=traces.end_ns
-    ).values("stage_id")
-    sample_aggregates = {
-        "runs": Count("trace_pk"),
-        "wall": Sum("wall_ns"),
-        "critical": Sum("critical_ns"),
-    }
-    if over_any is not None:
-        sample_aggregates["over"] = Count("trace_pk", filter=over_any)
-    by_stage = {row["stage_id"]: row for row in sample_rows.annotate(**sample_aggregates)}
-    percentiles = _stage_percentiles(pipeline, traces.start_ns, traces.end_ns)
-
-    index = list(QUANTILES)
+    by_stage = _stage_counts(traces, over_any)
+    percentiles = stage_percentiles(traces)
     observed = {
-        stage.pk: percentiles[stage.pk][index.index(stage.budget_percentile)] / NS_PER_MS
+        stage.pk: percentiles[stage.pk][PERCENTILES.index(stage.budget_percentile)] / NS_PER_MS
         for stage in stages
         if stage.pk in percentiles
     }
     fraction = {
-        stage_id: (row["critical"] or 0) / row["wall"] if row["wall"] else 0.0
+        stage_id: min(1.0, (row["critical"] or 0) / row["wall"]) if row["wall"] else 0.0
         for stage_id, row in by_stage.items()
     }
     e2e_observed = untracked = None
-    if headline is not None and trace_count:
-        position = index.index(headline[0])
-        durations = _trace_percentiles(traces, "end_ns - start_ns")
-        untracked_values = _trace_percentiles(traces, "untracked_critical_ns")
-        e2e_observed = durations[position] / NS_PER_MS if durations else None
-        untracked = untracked_values[position] / NS_PER_MS if untracked_values else 0.0
+    trace_values = trace_percentiles(traces) if headline is not None else None
+    if headline is not None and trace_values is not None:
+        position = PERCENTILES.index(headline[0])
+        e2e_observed = trace_values[0][position] / NS_PER_MS
+        untracked = trace_values[1][position] / NS_PER_MS
     suggested, scale = suggest_budgets(
         observed_ms=observed,
         critical_fraction=fraction,
@@ -285,7 +313,7 @@ def pipeline_fit(*, pipeline: Pipeline, now: datetime | None = None) -> Pipeline
                 over_budget=over,
                 share_over_budget=_share(over, trace_count),
                 share_of_runs_over_budget=_share(over, runs),
-                expected_share=round(1 - QUANTILES[stage.budget_percentile], 6),
+                expected_share=_expected_share(stage.budget_percentile),
                 observed_ms=observed.get(stage.pk),
                 critical_fraction=fraction.get(stage.pk) if runs else None,
                 suggested_ms=suggested.get(stage.pk),
@@ -301,7 +329,7 @@ def pipeline_fit(*, pipeline: Pipeline, now: datetime | None = None) -> Pipeline
         observed_ms=e2e_observed,
         over_budget=totals.get("over"),
         share_over_budget=_share(totals.get("over"), trace_count),
-        expected_share=round(1 - QUANTILES[headline[0]], 6) if headline else None,
+        expected_share=_expected_share(headline[0]) if headline else None,
         inconsistent=totals.get("inconsistent"),
         share_inconsistent=_share(totals.get("inconsistent"), trace_count),
         untracked_ms=untracked,

@@ -25,10 +25,14 @@ BURN_WINDOWS = (
     ("6h", timedelta(hours=6)),
     ("3d", timedelta(days=3)),
 )
-# 10 s buckets are kept for the recent hour only; older time is read from coarser ones.
+# Fine buckets are kept for a short time only: the last hour is read down to 10 s
+# buckets, older time down to minutes, and the old edge of a window of days (whose
+# minutes may be gone) down to hours, counting the whole hour it falls in.
 RECENT = timedelta(hours=1)
 RECENT_RESOLUTIONS = (3600, 60, 10)
 OLDER_RESOLUTIONS = (86400, 3600, 60)
+LONG_WINDOW = timedelta(days=2)
+LONG_RESOLUTIONS = (86400, 3600)
 
 Tile = tuple[int, int, int]
 
@@ -65,10 +69,9 @@ def window_tiles(start: int, end: int, resolutions: tuple[int, ...]) -> list[Til
 
 def objective_tiles(*, start: datetime, end: datetime) -> list[Tile]:
     start_s, end_s = int(start.timestamp()), int(end.timestamp())
-    cut = max(start_s, _floor(int((end - RECENT).timestamp()), OLDER_RESOLUTIONS[-1]))
-    return window_tiles(start_s, cut, OLDER_RESOLUTIONS) + window_tiles(
-        cut, end_s, RECENT_RESOLUTIONS
-    )
+    older = LONG_RESOLUTIONS if end - start > LONG_WINDOW else OLDER_RESOLUTIONS
+    cut = max(start_s, _floor(int((end - RECENT).timestamp()), older[-1]))
+    return window_tiles(start_s, cut, older) + window_tiles(cut, end_s, RECENT_RESOLUTIONS)
 
 
 def good_total(*, pipeline_id: int, start: datetime, end: datetime) -> tuple[int, int]:
