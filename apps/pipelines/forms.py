@@ -16,6 +16,7 @@ from apps.pipelines.models import (
     Stage,
 )
 from apps.pipelines.presets import PRESETS
+from apps.pipelines.validation import EVALUATION_SETTINGS, EvaluationSetting
 from apps.teams.models import slug_validator
 
 # Paths under /pipelines/ that a pipeline slug would shadow.
@@ -102,6 +103,30 @@ def budget_field(percentile: str) -> forms.IntegerField:
     )
 
 
+EVALUATION = {setting.field: setting for setting in EVALUATION_SETTINGS}
+
+
+class EvaluationField(forms.IntegerField):
+    """A budget-evaluation setting; left empty, it takes the default."""
+
+    def __init__(self, setting: EvaluationSetting, *, help_text: str, **kwargs: Any) -> None:
+        self.setting = setting
+        super().__init__(
+            help_text=f"{help_text} {setting.minimum} to {setting.maximum}; "
+            f"empty means {setting.default}.",
+            required=False,
+            min_value=setting.minimum,
+            max_value=setting.maximum,
+            initial=setting.default,
+            widget=forms.NumberInput(attrs={"placeholder": setting.default}),
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> int:
+        cleaned = super().clean(value)
+        return self.setting.default if cleaned is None else int(cleaned)
+
+
 class PipelineForm(forms.Form):
     name = forms.CharField(max_length=100)
     slug = forms.CharField(
@@ -129,6 +154,23 @@ class PipelineForm(forms.Form):
     )
     objective_threshold_ms = forms.IntegerField(
         label="under (ms)", required=False, min_value=1, max_value=3_600_000
+    )
+    evaluation_window_s = EvaluationField(
+        EVALUATION["evaluation_window_s"],
+        label="Window (seconds)",
+        help_text="Percentiles are checked over this many seconds of recent traces.",
+    )
+    min_samples = EvaluationField(
+        EVALUATION["min_samples"],
+        label="Minimum samples",
+        help_text="With fewer traces than this in the window there is no verdict, so a "
+        "quiet spell neither opens nor closes a violation.",
+    )
+    close_after = EvaluationField(
+        EVALUATION["close_after"],
+        label="Close after",
+        help_text="Evaluations in a row back under budget (one every 10 s) before "
+        "a violation closes.",
     )
 
     def clean_slug(self) -> str:

@@ -6,7 +6,11 @@ from django.db import transaction
 from django.db.models import Max
 
 from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stage
-from apps.pipelines.validation import validate_attributes, validate_span_name
+from apps.pipelines.validation import (
+    EVALUATION_SETTINGS,
+    validate_attributes,
+    validate_span_name,
+)
 from apps.teams.models import Team
 
 PIPELINE_FIELDS = (
@@ -18,6 +22,7 @@ PIPELINE_FIELDS = (
     "match_attributes",
     "objective_target",
     "objective_threshold_ms",
+    *(setting.field for setting in EVALUATION_SETTINGS),
 )
 STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms")
 RULE_FIELDS = (
@@ -51,8 +56,16 @@ def _pipeline_validate(pipeline: Pipeline) -> None:
         .exists()
     ):
         errors.setdefault("slug", []).append("This team already has a pipeline with this slug.")
+    not_whole = [
+        setting.field
+        for setting in EVALUATION_SETTINGS
+        # full_clean would quietly turn True into 1 and 300.7 into 300.
+        if type(getattr(pipeline, setting.field)) is not int
+    ]
+    for field in not_whole:
+        errors.setdefault(field, []).append("Enter a whole number.")
     try:
-        pipeline.full_clean(validate_unique=False, validate_constraints=False)
+        pipeline.full_clean(exclude=not_whole, validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
         for field, messages in exc.message_dict.items():
             errors.setdefault(field, []).extend(messages)

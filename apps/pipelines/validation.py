@@ -2,11 +2,14 @@
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
 
-from apps.pipelines.models import PERCENTILES, NameMatch
+from apps.pipelines.models import PERCENTILES, NameMatch, Pipeline
 
 ATTRIBUTE_VALUE_TYPES = (str, int, float, bool)
 
@@ -60,3 +63,58 @@ def validate_budget_mapping(value: Any, *, single: bool = False) -> dict[str, in
         if ms > 3_600_000:
             raise ValidationError(f"Budget {percentile} must be at most one hour (3600000 ms).")
     return {p: int(ms) for p, ms in value.items()}
+
+
+@dataclass(frozen=True)
+class EvaluationSetting:
+    """A budget-evaluation setting: its name in the API and config files, and its bounds."""
+
+    key: str
+    field: str
+    unit: str
+    default: int
+    minimum: int
+    maximum: int
+
+
+def _evaluation_setting(key: str, field: str, unit: str) -> EvaluationSetting:
+    # The model's validators are the one source of the bounds; every surface reads them here.
+    model_field = Pipeline._meta.get_field(field)
+    assert isinstance(model_field, models.IntegerField)
+    limits = {
+        type(v): v.limit_value
+        for v in model_field.validators
+        if isinstance(v, MinValueValidator | MaxValueValidator)
+    }
+    return EvaluationSetting(
+        key=key,
+        field=field,
+        unit=unit,
+        default=model_field.get_default(),
+        minimum=limits[MinValueValidator],
+        maximum=limits[MaxValueValidator],
+    )
+
+
+EVALUATION_SETTINGS = (
+    _evaluation_setting("window_s", "evaluation_window_s", "seconds"),
+    _evaluation_setting("min_samples", "min_samples", "samples"),
+    _evaluation_setting("close_after", "close_after", "evaluations"),
+)
+
+
+def validate_evaluation_value(setting: EvaluationSetting, value: Any) -> int:
+    """A whole number within the setting's bounds; ``True`` and ``300.5`` are refused."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
+        raise ValidationError(f"{setting.key} must be a whole number of {setting.unit}.")
+    if not setting.minimum <= value <= setting.maximum:
+        raise ValidationError(
+            f"{setting.key} must be between {setting.minimum} and {setting.maximum}"
+            f" {setting.unit}, not {value}."
+        )
+    return int(value)

@@ -1,6 +1,8 @@
 from decimal import Decimal
 
 import pytest
+import yaml
+from django.test import Client
 
 from apps.pipelines.models import Pipeline
 from tests.api.conftest import ApiWorld, db_state, error_of, token_client
@@ -229,3 +231,172 @@ def test_search_matches_name_or_slug(api: ApiWorld, many):
 def test_the_list_never_shows_another_teams_pipelines(api: ApiWorld):
     body = token_client(api.world.owner).get(LIST, {"search": "globex"}).json()
     assert body["count"] == 0
+
+
+# --- Budget evaluation settings ---------------------------------------------------------
+
+DEFAULT_EVALUATION = {"window_s": 300, "min_samples": 20, "close_after": 3}
+
+
+def evaluation_in_db(pipeline: Pipeline) -> tuple[int, int, int]:
+    pipeline.refresh_from_db()
+    return pipeline.evaluation_window_s, pipeline.min_samples, pipeline.close_after
+
+
+def test_the_list_and_detail_show_the_evaluation_settings(api: ApiWorld):
+    client = token_client(api.world.viewer)
+    (item,) = client.get(LIST).json()["results"]
+    assert item["evaluation"] == DEFAULT_EVALUATION
+    Pipeline.objects.filter(pk=api.pipeline.pk).update(
+        evaluation_window_s=900, min_samples=50, close_after=6
+    )
+    body = client.get(DETAIL).json()
+    assert body["evaluation"] == {"window_s": 900, "min_samples": 50, "close_after": 6}
+
+
+def test_create_stores_the_evaluation_settings(api: ApiWorld):
+    payload = {
+        "slug": "agent",
+        "name": "Agent",
+        "budget": {"p95": 8000},
+        "evaluation": {"window_s": 600, "min_samples": 100, "close_after": 10},
+    }
+    response = token_client(api.world.editor).post(LIST, payload, format="json")
+    assert response.status_code == 201
+    assert response.json()["evaluation"] == payload["evaluation"]
+    pipeline = Pipeline.objects.get(team=api.world.team, slug="agent")
+    assert evaluation_in_db(pipeline) == (600, 100, 10)
+
+
+def test_create_gives_left_out_evaluation_keys_their_defaults(api: ApiWorld):
+    payload = {"slug": "agent", "name": "A", "budget": {"p95": 1}, "evaluation": {"window_s": 60}}
+    response = token_client(api.world.owner).post(LIST, payload, format="json")
+    assert response.json()["evaluation"] == {**DEFAULT_EVALUATION, "window_s": 60}
+    assert evaluation_in_db(Pipeline.objects.get(slug="agent")) == (60, 20, 3)
+
+
+def test_create_without_evaluation_uses_the_defaults(api: ApiWorld):
+    payload = {"slug": "agent", "name": "A", "budget": {"p95": 1}}
+    response = token_client(api.world.owner).post(LIST, payload, format="json")
+    assert response.json()["evaluation"] == DEFAULT_EVALUATION
+    assert evaluation_in_db(Pipeline.objects.get(slug="agent")) == (300, 20, 3)
+
+
+@pytest.mark.parametrize("role", ["owner", "editor"])
+def test_patch_merges_evaluation_keys(api: ApiWorld, role: str):
+    client = token_client(getattr(api.world, role))
+    client.patch(DETAIL, {"evaluation": {"min_samples": 50, "close_after": 6}}, format="json")
+    response = client.patch(DETAIL, {"evaluation": {"window_s": 1200}}, format="json")
+    assert response.status_code == 200
+    assert response.json()["evaluation"] == {"window_s": 1200, "min_samples": 50, "close_after": 6}
+    assert evaluation_in_db(api.pipeline) == (1200, 50, 6)
+
+
+def test_patch_without_evaluation_leaves_it_alone(api: ApiWorld):
+    Pipeline.objects.filter(pk=api.pipeline.pk).update(evaluation_window_s=900, close_after=6)
+    response = token_client(api.world.owner).patch(DETAIL, {"name": "Renamed"}, format="json")
+    assert response.status_code == 200
+    assert evaluation_in_db(api.pipeline) == (900, 20, 6)
+
+
+def test_put_resets_the_evaluation_keys_it_leaves_out(api: ApiWorld):
+    Pipeline.objects.filter(pk=api.pipeline.pk).update(
+        evaluation_window_s=900, min_samples=50, close_after=6
+    )
+    client = token_client(api.world.owner)
+    body = {"slug": "rag-chat", "name": "RAG", "budget": {"p95": 2500}}
+    response = client.put(DETAIL, {**body, "evaluation": {"close_after": 9}}, format="json")
+    assert response.status_code == 200
+    assert evaluation_in_db(api.pipeline) == (300, 20, 9)
+    assert client.put(DETAIL, body, format="json").status_code == 200
+    assert evaluation_in_db(api.pipeline) == (300, 20, 3)
+
+
+INVALID_EVALUATION = [
+    ({"window_s": 59}, "evaluation.window_s"),
+    ({"window_s": 3601}, "evaluation.window_s"),
+    ({"window_s": 300.5}, "evaluation.window_s"),
+    ({"window_s": "soon"}, "evaluation.window_s"),
+    ({"window_s": True}, "evaluation.window_s"),
+    ({"window_s": None}, "evaluation.window_s"),
+    ({"window_s": 10**30}, "evaluation.window_s"),
+    ({"min_samples": 0}, "evaluation.min_samples"),
+    ({"min_samples": 100_001}, "evaluation.min_samples"),
+    ({"close_after": 0}, "evaluation.close_after"),
+    ({"close_after": 361}, "evaluation.close_after"),
+    ({"close_after": -1}, "evaluation.close_after"),
+    ({"window": 600}, "evaluation.window"),
+]
+
+
+@pytest.mark.parametrize(("evaluation", "field"), INVALID_EVALUATION)
+def test_create_rejects_invalid_evaluation_settings_and_writes_nothing(
+    api: ApiWorld, evaluation, field
+):
+    payload = {"slug": "agent", "name": "Agent", "budget": {"p95": 8000}, "evaluation": evaluation}
+    before = db_state()
+    response = token_client(api.world.owner).post(LIST, payload, format="json")
+    assert response.status_code == 400
+    assert field in error_of(response)["fields"], error_of(response)
+    assert db_state() == before
+
+
+@pytest.mark.parametrize(("evaluation", "field"), INVALID_EVALUATION)
+def test_patch_rejects_invalid_evaluation_settings_and_writes_nothing(
+    api: ApiWorld, evaluation, field
+):
+    before = db_state()
+    response = token_client(api.world.editor).patch(
+        DETAIL, {"evaluation": evaluation}, format="json"
+    )
+    assert response.status_code == 400
+    assert field in error_of(response)["fields"], error_of(response)
+    assert db_state() == before
+
+
+@pytest.mark.parametrize("evaluation", [None, "fast", [300], 300])
+def test_evaluation_must_be_an_object(api: ApiWorld, evaluation):
+    before = db_state()
+    response = token_client(api.world.owner).patch(
+        DETAIL, {"evaluation": evaluation}, format="json"
+    )
+    assert response.status_code == 400
+    (field,) = error_of(response)["fields"]
+    assert field in ("evaluation", "evaluation.non_field_errors")
+    assert db_state() == before
+
+
+def test_an_unknown_evaluation_key_is_named_with_the_allowed_ones(api: ApiWorld):
+    response = token_client(api.world.owner).patch(
+        DETAIL, {"evaluation": {"window_s": 600, "windw": 600}}, format="json"
+    )
+    assert error_of(response)["fields"] == {
+        "evaluation.windw": ["Unknown setting; use window_s, min_samples, close_after."]
+    }
+    assert evaluation_in_db(api.pipeline) == (300, 20, 3)
+
+
+def test_viewer_gets_403_changing_the_evaluation_settings(api: ApiWorld):
+    response = token_client(api.world.viewer).patch(
+        DETAIL, {"evaluation": {"window_s": 600}}, format="json"
+    )
+    assert response.status_code == 403
+    assert evaluation_in_db(api.pipeline) == (300, 20, 3)
+
+
+def test_outsider_gets_404_changing_the_evaluation_settings(api: ApiWorld):
+    response = token_client(api.world.outsider).patch(
+        DETAIL, {"evaluation": {"window_s": 600}}, format="json", HTTP_X_TEAM="acme"
+    )
+    assert response.status_code == 404
+    assert evaluation_in_db(api.pipeline) == (300, 20, 3)
+    # The outsider's own pipeline of the same slug is untouched as well.
+    assert evaluation_in_db(api.other_pipeline) == (300, 20, 3)
+
+
+def test_the_schema_documents_evaluation_in_and_out(db):
+    schemas = yaml.safe_load(Client().get("/api/schema/").content)["components"]["schemas"]
+    assert set(schemas["PipelineEvaluation"]["required"]) == set(DEFAULT_EVALUATION)
+    window = schemas["PipelineEvaluationInputRequest"]["properties"]["window_s"]
+    assert (window["minimum"], window["maximum"], window["default"]) == (60, 3600, 300)
+    assert "evaluation" in schemas["PipelineDetail"]["properties"]

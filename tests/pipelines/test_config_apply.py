@@ -437,3 +437,116 @@ def test_a_database_conflict_in_the_middle_leaves_nothing_changed(world, tmp_pat
 
     assert state(world.team) == before
     assert not Pipeline.objects.filter(slug="rag-chat").exists()
+
+
+# --- budget evaluation settings -------------------------------------------------
+
+
+def evaluation_of(slug: str) -> tuple[int, int, int]:
+    pipeline = Pipeline.objects.get(slug=slug)
+    return pipeline.evaluation_window_s, pipeline.min_samples, pipeline.close_after
+
+
+def with_evaluation(evaluation: str) -> str:
+    return RAG.replace("    stages:\n", f"    evaluation: {evaluation}\n    stages:\n", 1)
+
+
+def test_apply_creates_a_pipeline_with_its_evaluation_settings(world: TeamWorld, tmp_path):
+    text = with_evaluation("{window_s: 600, min_samples: 50, close_after: 10}")
+
+    out = budgets("apply", write(tmp_path, text))
+
+    assert out.splitlines()[0] == "+ pipeline rag-chat"
+    assert evaluation_of("rag-chat") == (600, 50, 10)
+
+
+def test_evaluation_keys_left_out_of_the_file_take_their_defaults(world: TeamWorld, tmp_path):
+    budgets("apply", write(tmp_path, with_evaluation("{close_after: 5}")))
+
+    assert evaluation_of("rag-chat") == (300, 20, 5)
+
+
+def test_export_then_apply_round_trips_the_evaluation_settings(world: TeamWorld, tmp_path):
+    make_pipeline(world.team, "agent", name="Agent", evaluation_window_s=900, close_after=12)
+    make_pipeline(world.team, "plain", name="Plain")
+
+    exported = budgets("export", "--team", "acme")
+
+    agent, plain = exported.split("  - slug: plain")
+    assert "    evaluation:\n      window_s: 900\n      close_after: 12\n" in agent
+    assert "min_samples" not in exported
+    assert "evaluation" not in plain
+    assert budgets("apply", write(tmp_path, exported)).strip() == "No changes."
+
+    Pipeline.objects.filter(team=world.team).delete()
+    budgets("apply", write(tmp_path, exported, "again.yaml"))
+
+    assert evaluation_of("agent") == (900, 20, 12)
+    assert evaluation_of("plain") == (300, 20, 3)
+    assert budgets("export", "--team", "acme") == exported
+
+
+def test_a_file_without_evaluation_is_a_no_op_for_pipelines_made_elsewhere(
+    world: TeamWorld, tmp_path
+):
+    make_pipeline(world.team, "bare", name="Bare", budget={"p95": 1000})
+    text = """\
+        team: acme
+        pipelines:
+          - slug: bare
+            name: Bare
+            budget: {p95: 1000}
+        """
+
+    assert budgets("apply", write(tmp_path, text)).strip() == "No changes."
+
+
+EVALUATION_UPDATES = [
+    ("{window_s: 600}", ["~ pipeline rag-chat: evaluation.window_s 300 -> 600"], (600, 20, 3)),
+    (
+        "{min_samples: 5, close_after: 30}",
+        [
+            "~ pipeline rag-chat: evaluation.min_samples 20 -> 5",
+            "~ pipeline rag-chat: evaluation.close_after 3 -> 30",
+        ],
+        (300, 5, 30),
+    ),
+    ("{window_s: 300, min_samples: 20, close_after: 3}", [], (300, 20, 3)),
+]
+
+
+@pytest.mark.parametrize(("evaluation", "expected", "stored"), EVALUATION_UPDATES)
+def test_evaluation_changes_are_planned_and_applied(
+    world: TeamWorld, tmp_path, evaluation, expected, stored
+):
+    budgets("apply", write(tmp_path, RAG))
+    changed = write(tmp_path, with_evaluation(evaluation), "changed.yaml")
+
+    out = budgets("apply", changed)
+
+    assert [line for line in out.splitlines() if line[:1] in "+-~"] == expected
+    assert evaluation_of("rag-chat") == stored
+    assert budgets("apply", changed).strip() == "No changes."
+
+
+def test_removing_evaluation_from_the_file_restores_the_defaults(world: TeamWorld, tmp_path):
+    budgets("apply", write(tmp_path, with_evaluation("{window_s: 1800, close_after: 6}")))
+
+    out = budgets("apply", write(tmp_path, RAG, "plain.yaml"))
+
+    assert [line for line in out.splitlines() if line[:1] == "~"] == [
+        "~ pipeline rag-chat: evaluation.window_s 1800 -> 300",
+        "~ pipeline rag-chat: evaluation.close_after 6 -> 3",
+    ]
+    assert evaluation_of("rag-chat") == (300, 20, 3)
+
+
+def test_dry_run_of_an_evaluation_change_changes_nothing(world: TeamWorld, tmp_path):
+    budgets("apply", write(tmp_path, RAG))
+
+    out = budgets(
+        "apply", write(tmp_path, with_evaluation("{window_s: 60}"), "c.yaml"), "--dry-run"
+    )
+
+    assert "~ pipeline rag-chat: evaluation.window_s 300 -> 60" in out
+    assert evaluation_of("rag-chat") == (300, 20, 3)

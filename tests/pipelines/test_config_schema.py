@@ -51,6 +51,73 @@ INVALID = [
         id="unknown-match-key",
     ),
     pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window: 600}\n"),
+        6,
+        "Unknown key “window” in evaluation. Did you mean “window_s”?"
+        " Allowed: window_s, min_samples, close_after.",
+        id="unknown-evaluation-key",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation:\n    window_s: 30\n"),
+        7,
+        "window_s must be between 60 and 3600 seconds, not 30.",
+        id="evaluation-window-too-short",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window_s: 3601}\n"),
+        6,
+        "window_s must be between 60 and 3600 seconds, not 3601.",
+        id="evaluation-window-too-long",
+    ),
+    pytest.param(
+        doc('- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window_s: "300"}\n'),
+        6,
+        "window_s must be a whole number of seconds.",
+        id="evaluation-window-as-text",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window_s: 90.5}\n"),
+        6,
+        "window_s must be a whole number of seconds.",
+        id="evaluation-window-fraction",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window_s: .inf}\n"),
+        6,
+        "window_s must be a whole number of seconds.",
+        id="evaluation-window-infinite",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {min_samples: 0}\n"),
+        6,
+        "min_samples must be between 1 and 100000 samples, not 0.",
+        id="evaluation-min-samples-zero",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {close_after: 361}\n"),
+        6,
+        "close_after must be between 1 and 360 evaluations, not 361.",
+        id="evaluation-close-after-too-many",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {close_after: true}\n"),
+        6,
+        "close_after must be a whole number of evaluations.",
+        id="evaluation-close-after-boolean",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation:\n    close_after: [3]\n"),
+        7,
+        "“close_after” must be a single value, not a list.",
+        id="evaluation-close-after-list",
+    ),
+    pytest.param(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: 300\n"),
+        6,
+        "Evaluation must be a mapping (key: value), not a number.",
+        id="evaluation-not-a-mapping",
+    ),
+    pytest.param(
         stage_doc("- slug: s\n  name: S\n  budgte: {p95: 1}\n"),
         9,
         "Unknown key “budgte” in stage. Did you mean “budget”?",
@@ -397,3 +464,27 @@ def test_exported_text_and_values_read_back_unchanged(name, description, key, va
     assert (pipeline.name, pipeline.description) == (name, description)
     assert pipeline.match_attributes == {key: value}
     assert type(pipeline.match_attributes[key]) is type(value)
+
+
+def test_evaluation_settings_parse_with_defaults_for_the_keys_left_out():
+    document = parse_document(
+        doc("- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation: {window_s: 60.0}\n")
+        + "- slug: b\n  name: B\n  budget: {p95: 1}\n"
+    )
+
+    first, second = document.sections["pipelines"].pipelines
+    assert first.evaluation == {"evaluation_window_s": 60, "min_samples": 20, "close_after": 3}
+    assert type(first.evaluation["evaluation_window_s"]) is int
+    assert second.evaluation == {"evaluation_window_s": 300, "min_samples": 20, "close_after": 3}
+
+
+def test_every_bad_evaluation_value_is_reported_on_its_own_line():
+    text = doc(
+        "- slug: a\n  name: A\n  budget: {p95: 1}\n  evaluation:\n"
+        "    window_s: 10\n    min_samples: -1\n    close_after: 0\n    closeafter: 3\n"
+    )
+
+    with pytest.raises(ConfigInvalid) as caught:
+        parse_document(text)
+
+    assert [e.line for e in caught.value.errors] == [7, 8, 9, 10]

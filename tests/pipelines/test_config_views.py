@@ -257,3 +257,49 @@ def test_apply_refuses_when_the_state_changed_since_the_preview(world: TeamWorld
     assert "changed since your preview" in body
     assert "~ pipeline rag-chat: name" in body
     assert Pipeline.objects.get(slug="rag-chat").name == "Made meanwhile"
+
+
+def test_viewer_sees_evaluation_settings_in_the_current_yaml(world: TeamWorld):
+    make_pipeline(world.team, "search", name="Search", min_samples=100)
+
+    body = client_for(world.viewer).get(page_url()).content.decode()
+
+    assert "evaluation:\n      min_samples: 100" in body
+
+
+@pytest.mark.parametrize("role", ["owner", "editor"])
+def test_writers_preview_and_apply_an_evaluation_change(world: TeamWorld, role: str):
+    client = client_for(getattr(world, role))
+    client.post(apply_url(), {"token": preview(client)[2]})
+    text = FILE.replace("    stages:\n", "    evaluation: {window_s: 900}\n    stages:\n")
+
+    status, body, token = preview(client, text)
+
+    assert status == 200
+    assert "~ pipeline rag-chat: evaluation.window_s 300 -&gt; 900" in body
+    assert Pipeline.objects.get(slug="rag-chat").evaluation_window_s == 300
+    client.post(apply_url(), {"token": token})
+    assert Pipeline.objects.get(slug="rag-chat").evaluation_window_s == 900
+
+
+def test_viewer_gets_403_applying_an_evaluation_change(world: TeamWorld):
+    owner = client_for(world.owner)
+    owner.post(apply_url(), {"token": preview(owner)[2]})
+    text = FILE.replace("    stages:\n", "    evaluation: {window_s: 900}\n    stages:\n")
+    _, _, token = preview(owner, text)
+
+    response = client_for(world.viewer).post(apply_url(), {"token": token})
+
+    assert response.status_code == 403
+    assert Pipeline.objects.get(slug="rag-chat").evaluation_window_s == 300
+
+
+def test_an_invalid_evaluation_value_is_shown_with_its_line(world: TeamWorld):
+    text = FILE.replace("    stages:\n", "    evaluation: {close_after: 0}\n    stages:\n")
+
+    status, body, token = preview(client_for(world.owner), text)
+
+    assert status == 422
+    assert "Line 6: close_after must be between 1 and 360 evaluations, not 0." in body
+    assert token == ""
+    assert not Pipeline.objects.exists()

@@ -428,3 +428,127 @@ def test_anonymous_is_sent_to_login_from_the_pipeline_page(
 def test_unknown_pipeline_is_404(world: TeamWorld) -> None:
     url = reverse("pipelines:detail", kwargs={"team_slug": "acme", "pipeline_slug": "nope"})
     assert client_for(world.owner).get(url).status_code == 404
+
+
+# --- budget evaluation settings -----------------------------------------------
+
+
+def evaluation_of(pipeline: Pipeline) -> tuple[int, int, int]:
+    pipeline.refresh_from_db()
+    return pipeline.evaluation_window_s, pipeline.min_samples, pipeline.close_after
+
+
+def test_create_form_offers_the_evaluation_settings_with_their_defaults(world: TeamWorld) -> None:
+    html = client_for(world.editor).get(create_url()).content.decode()
+    assert "<legend>Budget evaluation</legend>" in html
+    assert 'name="evaluation_window_s" value="300"' in html
+    assert 'name="min_samples" value="20"' in html
+    assert 'name="close_after" value="3"' in html
+    assert "60 to 3600; empty means 300." in html
+
+
+@pytest.mark.parametrize("role", WRITERS)
+def test_writers_create_a_pipeline_with_evaluation_settings(world: TeamWorld, role: str) -> None:
+    data = valid_data(evaluation_window_s="900", min_samples="50", close_after="6")
+    response = client_for(getattr(world, role)).post(create_url(), data)
+    assert response.status_code == 302
+    pipeline = Pipeline.objects.get(team=world.team, slug="support-answer")
+    assert evaluation_of(pipeline) == (900, 50, 6)
+
+
+def test_empty_evaluation_fields_take_the_defaults(world: TeamWorld) -> None:
+    data = valid_data(evaluation_window_s="", min_samples="", close_after="")
+    assert client_for(world.owner).post(create_url(), data).status_code == 302
+    assert evaluation_of(Pipeline.objects.get(slug="support-answer")) == (300, 20, 3)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"evaluation_window_s": "59"}, "evaluation_window_s", "greater than or equal to 60"),
+        ({"evaluation_window_s": "3601"}, "evaluation_window_s", "less than or equal to 3600"),
+        ({"evaluation_window_s": "5m"}, "evaluation_window_s", "Enter a whole number"),
+        ({"evaluation_window_s": "300.5"}, "evaluation_window_s", "Enter a whole number"),
+        ({"evaluation_window_s": "9" * 400}, "evaluation_window_s", "less than or equal"),
+        ({"min_samples": "0"}, "min_samples", "greater than or equal to 1"),
+        ({"min_samples": "100001"}, "min_samples", "less than or equal to 100000"),
+        ({"close_after": "0"}, "close_after", "greater than or equal to 1"),
+        ({"close_after": "361"}, "close_after", "less than or equal to 360"),
+        ({"close_after": "-3"}, "close_after", "greater than or equal to 1"),
+    ],
+)
+def test_invalid_evaluation_settings_are_rejected_next_to_their_field(
+    world: TeamWorld, overrides: dict[str, str], field: str, message: str
+) -> None:
+    response = client_for(world.owner).post(create_url(), valid_data(**overrides))
+    html = response.content.decode()
+    assert response.status_code == 422
+    errors = html.split(f'id="id_{field}_error">')[1].split("</ul>")[0]
+    assert message in errors
+    assert not Pipeline.objects.filter(team=world.team).exists()
+
+
+def test_edit_form_shows_the_current_evaluation_settings(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    Pipeline.objects.filter(pk=pipeline.pk).update(
+        evaluation_window_s=1200, min_samples=75, close_after=12
+    )
+    html = client_for(world.owner).get(pipeline_url("edit", pipeline)).content.decode()
+    assert 'name="evaluation_window_s" value="1200"' in html
+    assert 'name="min_samples" value="75"' in html
+    assert 'name="close_after" value="12"' in html
+
+
+@pytest.mark.parametrize("role", WRITERS)
+def test_writers_change_the_evaluation_settings(
+    world: TeamWorld, pipeline: Pipeline, role: str
+) -> None:
+    data = valid_data(slug="rag-chat", evaluation_window_s="60", min_samples="1", close_after="360")
+    response = client_for(getattr(world, role)).post(pipeline_url("edit", pipeline), data)
+    assert response.status_code == 302
+    assert evaluation_of(pipeline) == (60, 1, 360)
+
+
+def test_edit_with_an_invalid_evaluation_setting_changes_nothing(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    Pipeline.objects.filter(pk=pipeline.pk).update(min_samples=75)
+    data = valid_data(slug="rag-chat", name="Renamed", evaluation_window_s="30", close_after="9")
+    response = client_for(world.owner).post(pipeline_url("edit", pipeline), data)
+    assert response.status_code == 422
+    assert "greater than or equal to 60" in response.content.decode()
+    assert evaluation_of(pipeline) == (300, 75, 3)
+    assert pipeline.name == "RAG chat"
+
+
+def test_viewer_gets_403_changing_the_evaluation_settings(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    data = valid_data(slug="rag-chat", evaluation_window_s="3600", min_samples="1")
+    response = client_for(world.viewer).post(pipeline_url("edit", pipeline), data)
+    assert response.status_code == 403
+    assert evaluation_of(pipeline) == (300, 20, 3)
+
+
+def test_outsider_gets_404_changing_the_evaluation_settings(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    data = valid_data(slug="rag-chat", evaluation_window_s="3600", min_samples="1")
+    response = client_for(world.outsider).post(pipeline_url("edit", pipeline), data)
+    assert response.status_code == 404
+    assert evaluation_of(pipeline) == (300, 20, 3)
+
+
+@pytest.mark.parametrize("role", MEMBERS)
+def test_members_see_the_evaluation_settings_on_the_pipeline_page(
+    world: TeamWorld, pipeline: Pipeline, role: str
+) -> None:
+    Pipeline.objects.filter(pk=pipeline.pk).update(
+        evaluation_window_s=600, min_samples=1, close_after=5
+    )
+    html = client_for(getattr(world, role)).get(pipeline_url("detail", pipeline)).content.decode()
+    summary = html.split('data-role="evaluation">')[1].split("</dd>")[0]
+    assert "over the last 600 s" in summary
+    assert "at least 1 sample;" in summary
+    assert "after 5 evaluations in a row" in summary

@@ -1,5 +1,6 @@
 """Shared pieces of the pipelines API: lookups, fields and output representations."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.shortcuts import get_object_or_404
@@ -18,7 +19,7 @@ from apps.pipelines.models import (
     SpanRule,
     Stage,
 )
-from apps.pipelines.validation import validate_budget_mapping
+from apps.pipelines.validation import EVALUATION_SETTINGS, validate_budget_mapping
 
 # Service errors name model fields; the API reports them under its own nested names.
 PIPELINE_ERROR_FIELDS = {
@@ -28,6 +29,7 @@ PIPELINE_ERROR_FIELDS = {
     "objective_target": "objective.target",
     "objective_threshold_ms": "objective.threshold_ms",
     **{f"budget_{percentile}_ms": "budget" for percentile in PERCENTILES},
+    **{setting.field: f"evaluation.{setting.key}" for setting in EVALUATION_SETTINGS},
 }
 STAGE_ERROR_FIELDS = {"budget_ms": "budget", "budget_percentile": "budget"}
 
@@ -57,10 +59,13 @@ def _rule(
 
 
 def _pipeline_fields(data: dict[str, Any]) -> dict[str, Any]:
-    """Service keyword arguments from the API's nested ``match`` and ``objective``."""
-    fields = {key: value for key, value in data.items() if key not in ("match", "objective")}
+    """Service keyword arguments from the API's nested objects."""
+    nested = ("match", "objective", "evaluation")
+    fields = {key: value for key, value in data.items() if key not in nested}
     for key, value in data.get("match", {}).items():
         fields[f"match_{key}"] = value
+    evaluation = data.get("evaluation", {})
+    fields.update({s.field: evaluation[s.key] for s in EVALUATION_SETTINGS if s.key in evaluation})
     if "objective" in data:
         objective = data["objective"] or {}
         fields["objective_target"] = objective.get("target")
@@ -166,6 +171,31 @@ class ObjectiveOutput(serializers.Serializer):
         ref_name = "PipelineObjective"
 
 
+EVALUATION_HELP = {
+    "window_s": "Seconds of recent traces each evaluation looks at.",
+    "min_samples": "Fewer samples than this in the window give no verdict.",
+    "close_after": "Evaluations in a row back under budget before a violation closes.",
+}
+
+
+def _evaluation_help(key: str) -> str:
+    setting = next(s for s in EVALUATION_SETTINGS if s.key == key)
+    return (
+        f"{EVALUATION_HELP[key]} {setting.minimum} to {setting.maximum}, default {setting.default}."
+    )
+
+
+class EvaluationOutput(serializers.Serializer):
+    window_s = serializers.IntegerField(
+        source="evaluation_window_s", help_text=_evaluation_help("window_s")
+    )
+    min_samples = serializers.IntegerField(help_text=_evaluation_help("min_samples"))
+    close_after = serializers.IntegerField(help_text=_evaluation_help("close_after"))
+
+    class Meta:
+        ref_name = "PipelineEvaluation"
+
+
 class PipelineOutput(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
@@ -173,6 +203,7 @@ class PipelineOutput(serializers.Serializer):
     match = MatchOutput(source="*")
     budget = BudgetField()
     objective = serializers.SerializerMethodField()
+    evaluation = EvaluationOutput(source="*")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -220,3 +251,36 @@ class ObjectiveInput(serializers.Serializer):
 
     class Meta:
         ref_name = "PipelineObjectiveInput"
+
+
+def evaluation_defaults() -> dict[str, int]:
+    return {setting.key: setting.default for setting in EVALUATION_SETTINGS}
+
+
+class EvaluationInput(serializers.Serializer):
+    """Budget-evaluation settings; a key left out takes its default (on PATCH: stays)."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            setting.key: serializers.IntegerField(
+                min_value=setting.minimum,
+                max_value=setting.maximum,
+                default=setting.default,
+                help_text=_evaluation_help(setting.key),
+            )
+            for setting in EVALUATION_SETTINGS
+        }
+
+    def to_internal_value(self, data: Any) -> Any:
+        # A misspelt key would otherwise be dropped and its setting silently left as it was.
+        if isinstance(data, Mapping):
+            allowed = ", ".join(s.key for s in EVALUATION_SETTINGS)
+            unknown = [key for key in data if key not in self.fields]
+            if unknown:
+                raise serializers.ValidationError(
+                    {str(key): [f"Unknown setting; use {allowed}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+    class Meta:
+        ref_name = "PipelineEvaluationInput"

@@ -15,12 +15,14 @@ from apps.pipelines import services
 from apps.pipelines.apis.common import (
     PIPELINE_ERROR_FIELDS,
     BudgetField,
+    EvaluationInput,
     MatchInput,
     ObjectiveInput,
     PipelineDetailOutput,
     PipelineSummaryOutput,
     _pipeline,
     _pipeline_fields,
+    evaluation_defaults,
 )
 from apps.pipelines.selectors import (
     pipeline_with_stages,
@@ -59,6 +61,7 @@ class PipelineCreateApi(ApiView):
         match = MatchInput(default=lambda: {"service": "", "root_span": "", "attributes": {}})
         budget = BudgetField()
         objective = ObjectiveInput(allow_null=True, default=None)
+        evaluation = EvaluationInput(default=evaluation_defaults)
 
         class Meta:
             ref_name = "PipelineInput"
@@ -108,7 +111,10 @@ class PipelineUpdateApi(ApiView):
 
     @team_schema(
         summary="Replace a pipeline's settings",
-        description="Fields left out take their defaults; `budget` replaces the whole budget.",
+        description=(
+            "Fields left out take their defaults, `evaluation` keys too; `budget` replaces "
+            "the whole budget."
+        ),
         request=InputSerializer,
         responses={200: PipelineDetailOutput},
         write=True,
@@ -120,8 +126,8 @@ class PipelineUpdateApi(ApiView):
     @team_schema(
         summary="Change some of a pipeline's settings",
         description=(
-            "Only the fields sent change. `match` keys merge; `budget` and `objective` "
-            "are replaced as a whole."
+            "Only the fields sent change. `match` and `evaluation` keys merge; `budget` "
+            "and `objective` are replaced as a whole."
         ),
         request=InputSerializer,
         responses={200: PipelineDetailOutput},

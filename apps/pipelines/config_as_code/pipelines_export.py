@@ -5,6 +5,7 @@ from typing import Any
 from apps.pipelines.config_as_code.pipelines_schema import DEFAULT_FIRST_TOKEN_EVENT
 from apps.pipelines.config_as_code.selectors import pipelines_for_config
 from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanRule, Stage
+from apps.pipelines.validation import EVALUATION_SETTINGS
 from apps.teams.models import Team
 
 
@@ -55,6 +56,13 @@ def _pipeline(pipeline: Pipeline) -> dict[str, Any]:
             "target": float(pipeline.objective_target),
             "threshold_ms": pipeline.objective_threshold_ms,
         }
+    evaluation = {
+        setting.key: getattr(pipeline, setting.field)
+        for setting in EVALUATION_SETTINGS
+        if getattr(pipeline, setting.field) != setting.default
+    }
+    if evaluation:
+        data["evaluation"] = evaluation
     stages = [_stage(stage) for stage in pipeline.stages.all()]
     if stages:
         data["stages"] = stages

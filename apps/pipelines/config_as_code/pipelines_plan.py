@@ -26,6 +26,7 @@ from apps.pipelines.services import (
     stage_update,
     stages_reorder,
 )
+from apps.pipelines.validation import EVALUATION_SETTINGS
 from apps.teams.models import Team
 
 
@@ -59,6 +60,7 @@ def _pipeline_fields(spec: PipelineSpec) -> dict[str, Any]:
         "match_attributes": dict(spec.match_attributes),
         "objective_target": spec.objective_target,
         "objective_threshold_ms": spec.objective_threshold_ms,
+        **spec.evaluation,
     }
 
 
@@ -87,6 +89,10 @@ def _pipeline_differences(pipeline: Pipeline, spec: PipelineSpec) -> list[str]:
     new_objective = _objective(spec.objective_target, spec.objective_threshold_ms)
     if old_objective != new_objective:
         changes.append(f"objective {old_objective} -> {new_objective}")
+    for setting in EVALUATION_SETTINGS:
+        old, new = getattr(pipeline, setting.field), spec.evaluation[setting.field]
+        if old != new:
+            changes.append(f"evaluation.{setting.key} {old} -> {new}")
     return changes
 
 

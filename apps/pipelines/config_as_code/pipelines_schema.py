@@ -9,12 +9,28 @@ from typing import Any
 from apps.pipelines.config_as_code.loader import Item, Mapping, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader, suggest
 from apps.pipelines.models import PERCENTILES, NameMatch, Portion, SpanKind
-from apps.pipelines.validation import validate_attributes, validate_budget_mapping, validate_regex
+from apps.pipelines.validation import (
+    EVALUATION_SETTINGS,
+    validate_attributes,
+    validate_budget_mapping,
+    validate_evaluation_value,
+    validate_regex,
+)
 from apps.teams.models import slug_validator
 
-PIPELINE_KEYS = ("slug", "name", "description", "match", "budget", "objective", "stages")
+PIPELINE_KEYS = (
+    "slug",
+    "name",
+    "description",
+    "match",
+    "budget",
+    "objective",
+    "evaluation",
+    "stages",
+)
 PIPELINE_MATCH_KEYS = ("service", "root_span", "attributes")
 OBJECTIVE_KEYS = ("target", "threshold_ms")
+EVALUATION_KEYS = tuple(setting.key for setting in EVALUATION_SETTINGS)
 STAGE_KEYS = ("slug", "name", "budget", "match")
 RULE_KEYS = (
     "span_name",
@@ -79,6 +95,10 @@ class PipelineSpec:
     objective_threshold_ms: int | None
     stages: list[StageSpec]
     slug_line: int = 0
+    # Every evaluation setting by model field, defaults filled in for keys the file leaves out.
+    evaluation: dict[str, int] = field(
+        default_factory=lambda: {s.field: s.default for s in EVALUATION_SETTINGS}
+    )
 
 
 @dataclass(frozen=True)
@@ -206,6 +226,26 @@ def _threshold(reader: Reader, item: Item) -> int | None:
     return int(value)
 
 
+def _evaluation(reader: Reader, item: Item | None) -> dict[str, int]:
+    values = {setting.field: setting.default for setting in EVALUATION_SETTINGS}
+    if item is None:
+        return values
+    entries = reader.mapping(item.value, what="evaluation", keys=EVALUATION_KEYS) or {}
+    for setting in EVALUATION_SETTINGS:
+        entry = entries.get(setting.key)
+        if entry is None:
+            continue
+        if not isinstance(entry.value, Scalar):
+            reader.scalar(entry)
+            continue
+        checked = reader.validated(
+            entry.value.line, partial(validate_evaluation_value, setting, entry.value.value)
+        )
+        if checked is not None:
+            values[setting.field] = checked
+    return values
+
+
 def _rule(reader: Reader, node: Node) -> RuleSpec:
     entries = reader.mapping(node, what="rule", keys=RULE_KEYS)
     if entries is None:
@@ -279,6 +319,7 @@ def _pipeline(reader: Reader, node: Node) -> PipelineSpec:
     if "match" in entries:
         match = reader.mapping(entries["match"].value, what="match", keys=PIPELINE_MATCH_KEYS) or {}
     target, threshold = _objective(reader, entries.get("objective"))
+    evaluation = _evaluation(reader, entries.get("evaluation"))
     stages = [_stage(reader, stage) for stage in _list(reader, entries.get("stages"), "stages")]
     _check_unique(reader, [(s.slug, s.slug_line) for s in stages], "stage", " in this pipeline")
     return PipelineSpec(
@@ -294,6 +335,7 @@ def _pipeline(reader: Reader, node: Node) -> PipelineSpec:
         objective_threshold_ms=threshold,
         stages=stages,
         slug_line=_line_of(entries.get("slug"), node),
+        evaluation=evaluation,
     )
 
 
