@@ -5,6 +5,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from apps.teams.models import Role, Team
+from tests.browser_support import page  # noqa: F401 - the Chromium page fixture
 from tests.factories import add_member, make_team, make_user
 
 

@@ -1,52 +1,16 @@
 """The trace explorer in a real browser: filters swap the results in place, the waterfall draws."""
 
-import os
-import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from django.db import connections
-
+from tests.browser_support import browser_marks
 from tests.dashboards.builders import OK, build_explorer, hex_of
 from tests.factories import PASSWORD
 
-CHROMIUM = (
-    os.environ.get("CHROMIUM_PATH")
-    or shutil.which("chromium")
-    or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-)
 SHOTS = Path(tempfile.gettempdir())
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (/usr/bin/chromium)"),
-]
-
-
-@pytest.fixture
-def page(
-    transactional_db: None, live_server: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; allowed for this test only.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    settings.SESSION_COOKIE_SECURE = False
-    settings.CSRF_COOKIE_SECURE = False
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
-        )
-        page = browser.new_page(viewport={"width": 1200, "height": 1000})
-        page.set_default_timeout(10_000)
-        yield page
-        browser.close()
-        connections.close_all()
+pytestmark = browser_marks
 
 
 def test_filtering_traces_swaps_the_results_and_the_detail_draws_the_waterfall(

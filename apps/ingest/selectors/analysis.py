@@ -8,10 +8,10 @@ aged out, the stage samples written at finalization stand in for it.
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.ingest.decoding.records import KINDS
 from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import StatusCode, Trace
 from apps.ingest.selectors.traces import ns_to_ms
+from apps.ingest.stored import analysis_span
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.rollups.attribution import ChargedSegment, attribute_trace
@@ -126,19 +126,7 @@ class TraceAnalysis:
 
 
 def _analysis_span(row: tuple[Any, ...]) -> Span:
-    span_id, parent, name, service, kind, start, end, attributes, events, status, _ = row
-    return Span(
-        span_id=bytes(span_id).hex(),
-        parent_id=bytes(parent).hex() if parent is not None else None,
-        name=name,
-        service=service,
-        kind=KINDS[kind] if 0 <= kind < len(KINDS) else "unspecified",
-        start_ns=start,
-        end_ns=end,
-        attributes=attributes or {},
-        events=tuple((e["name"], e["time_ns"]) for e in events or ()),
-        status_error=status == StatusCode.ERROR,
-    )
+    return analysis_span(*row[:10])
 
 
 def _tree_order(by_id: dict[str, Span], root: Span) -> list[tuple[Span, int]]:

@@ -12,8 +12,8 @@ from django.db.models import Prefetch, Q
 from django.utils import timezone
 
 from apps.ingest.models import Span as StoredSpan
-from apps.ingest.models import StatusCode, Trace, TraceState
-from apps.ingest.services.span_writer import KINDS
+from apps.ingest.models import Trace, TraceState
+from apps.ingest.stored import analysis_span
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.rollups.attribution import attribute_trace
 from apps.rollups.critical_path import find_root
@@ -52,19 +52,7 @@ def _routers(team_ids: set[int]) -> dict[int, PipelineRouter]:
 
 
 def _analysis_span(row: tuple[Any, ...]) -> Span:
-    _, span_id, parent, name, service, kind, start, end, attributes, events, status = row
-    return Span(
-        span_id=bytes(span_id).hex(),
-        parent_id=bytes(parent).hex() if parent is not None else None,
-        name=name,
-        service=service,
-        kind=KINDS[kind] if 0 <= kind < len(KINDS) else "unspecified",
-        start_ns=start,
-        end_ns=end,
-        attributes=attributes or {},
-        events=tuple((e["name"], e["time_ns"]) for e in events or ()),
-        status_error=status == StatusCode.ERROR,
-    )
+    return analysis_span(*row[1:])
 
 
 def _span_rows(trace_pks: list[int]) -> list[tuple[Any, ...]]:
