@@ -1,0 +1,21 @@
+"""Realistic RAG-chat traces, sent through the OpenTelemetry SDK like a real service would.
+
+A trace is first planned as spans with offsets from the request's start (``plan``),
+then replayed into a tracer with explicit start and end times (``send``). Nothing
+sleeps inside a span, so a single process can produce hundreds of traces per second;
+only the pacing between traces follows the wall clock.
+"""
+
+from apps.ingest.simulator.plan import Profile, TracePlanner, TraceShape, shape_for_pipeline
+from apps.ingest.simulator.send import CountingExporter, drain, emit_trace, run_paced
+
+__all__ = [
+    "CountingExporter",
+    "Profile",
+    "TracePlanner",
+    "TraceShape",
+    "drain",
+    "emit_trace",
+    "run_paced",
+    "shape_for_pipeline",
+]
