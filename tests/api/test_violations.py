@@ -238,10 +238,12 @@ def test_the_objective_reports_budget_and_burn_rates(api: ApiWorld) -> None:
     Pipeline.objects.filter(pk=api.pipeline.pk).update(
         objective_target=Decimal("99.5"), objective_threshold_ms=3000
     )
-    now = timezone.now()
-    seconds = int(now.timestamp())
-    start = datetime.fromtimestamp(seconds - seconds % 10, tz=UTC)
-    put_bucket(api.pipeline, None, start, [100.0] * 200, good=198)
+    seconds = int(timezone.now().timestamp())
+    # The same traffic at every resolution, as the rollup engine writes it: which of
+    # them a window uses depends on where "now" falls within the minute.
+    for resolution in (10, 60, 3600, 86400):
+        start = datetime.fromtimestamp(seconds - seconds % resolution, tz=UTC)
+        put_bucket(api.pipeline, None, start, [100.0] * 200, good=198, resolution=resolution)
 
     body = token_client(api.world.viewer).get(objective()).json()
 
