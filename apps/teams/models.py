@@ -55,12 +55,9 @@ class Membership(TimeStampedModel):
         return self.role == Role.OWNER
 
 
-class ApiToken(TimeStampedModel):
-    """A personal API token: only a SHA-256 digest is stored; the token is shown once."""
+class BearerToken(TimeStampedModel):
+    """A random bearer token: only its SHA-256 digest is stored; the token is shown once."""
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
     digest = models.CharField(max_length=64, unique=True)
@@ -68,6 +65,7 @@ class ApiToken(TimeStampedModel):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -78,13 +76,21 @@ class ApiToken(TimeStampedModel):
         return self.revoked_at is None
 
 
-class IngestToken(TimeStampedModel):
-    """A team's write-only token for sending spans: only a SHA-256 digest is stored."""
+class ApiToken(BearerToken):
+    """A personal API token, read and write with its owner's rights."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+
+    class Meta(BearerToken.Meta):
+        pass
+
+
+class IngestToken(BearerToken):
+    """A team's write-only token for sending spans."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ingest_tokens")
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
-    digest = models.CharField(max_length=64, unique=True)
     # Kept when its creator leaves or is deleted: the collectors using it must keep working.
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -93,15 +99,6 @@ class IngestToken(TimeStampedModel):
         blank=True,
         related_name="+",
     )
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+    class Meta(BearerToken.Meta):
+        pass

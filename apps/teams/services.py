@@ -1,4 +1,5 @@
 from datetime import timedelta
+from typing import TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -6,7 +7,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.teams.models import ApiToken, IngestToken, Membership, Role, Team
+from apps.teams.models import ApiToken, BearerToken, IngestToken, Membership, Role, Team
 from apps.teams.tokens import (
     API_TOKEN_PREFIX,
     INGEST_TOKEN_PREFIX,
@@ -90,14 +91,31 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     return token, raw
 
 
-def api_token_revoke(*, token: ApiToken) -> ApiToken:
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+TokenT = TypeVar("TokenT", bound=BearerToken)
+
+
+def _token_revoke(token: TokenT) -> TokenT:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at", "updated_at"])
     return token
 
 
-LAST_USED_RESOLUTION = timedelta(minutes=1)
+def _token_mark_used(token: BearerToken) -> None:
+    """Record use at most once a minute per token, whichever process gets there first.
+
+    Busy clients (collectors export every few seconds from many processes) would
+    otherwise write on every request.
+    """
+    now = timezone.now()
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    if type(token)._default_manager.filter(stale, pk=token.pk).update(last_used_at=now):
+        token.last_used_at = now
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    return _token_revoke(token)
 
 
 def api_token_authenticate(*, raw: str) -> ApiToken | None:
@@ -108,13 +126,8 @@ def api_token_authenticate(*, raw: str) -> ApiToken | None:
         .filter(digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
         .first()
     )
-    if token is None:
-        return None
-    now = timezone.now()
-    # Record use at most once a minute: a busy client should not write on every request.
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    if token is not None:
+        _token_mark_used(token)
     return token
 
 
@@ -133,10 +146,7 @@ def ingest_token_create(
 
 
 def ingest_token_revoke(*, token: IngestToken) -> IngestToken:
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at", "updated_at"])
-    return token
+    return _token_revoke(token)
 
 
 def ingest_token_authenticate(*, raw: str) -> IngestToken | None:
@@ -148,14 +158,8 @@ def ingest_token_authenticate(*, raw: str) -> IngestToken | None:
         .filter(digest=token_digest(raw), revoked_at__isnull=True)
         .first()
     )
-    if token is None:
-        return None
-    now = timezone.now()
-    # Collectors export every few seconds from many processes: the conditional update writes
-    # at most once a minute per token, whichever request gets there first.
-    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-    if IngestToken.objects.filter(stale, pk=token.pk).update(last_used_at=now):
-        token.last_used_at = now
+    if token is not None:
+        _token_mark_used(token)
     return token
 
 
