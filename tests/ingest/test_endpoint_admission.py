@@ -1,6 +1,6 @@
 """Who may send, how much, and when to come back: rate limit, backlog, database, tenancy."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +18,6 @@ from tests.ingest.endpoint_helpers import (
     JSON,
     PROTOBUF,
     assert_nothing_written,
-    fresh_cache,
     ingest_token,
     native_batch,
     native_span,
@@ -32,11 +31,7 @@ NATIVE = "/api/v1/spans"
 NOW = 1_000_002.0  # two seconds into a five-second window
 
 
-@pytest.fixture(autouse=True)
-def _clean_cache() -> Iterator[None]:
-    fresh_cache()
-    yield
-    fresh_cache()
+pytestmark = pytest.mark.usefixtures("clean_cache")
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """POST /api/v1/spans: our native JSON format, with the API's answers and error shape."""
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,10 +15,8 @@ from tests.ingest.endpoint_helpers import (
     JSON,
     TRACE_HEX,
     assert_nothing_written,
-    fresh_cache,
     gzip_bomb,
     gzipped,
-    ingest_token,
     native_batch,
     native_span,
     post,
@@ -29,16 +26,7 @@ URL = "/api/v1/spans"
 GZIP = {"Content-Encoding": "gzip"}
 
 
-@pytest.fixture(autouse=True)
-def _clean_cache() -> Iterator[None]:
-    fresh_cache()
-    yield
-    fresh_cache()
-
-
-@pytest.fixture
-def token(world: TeamWorld) -> str:
-    return ingest_token(world.team)
+pytestmark = pytest.mark.usefixtures("clean_cache")
 
 
 def send(body: bytes, token: str | None, **kwargs: Any) -> Any:

@@ -5,7 +5,6 @@ import json
 import time
 import tracemalloc
 import zlib
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.trace import SpanKind
@@ -22,7 +21,6 @@ from tests.ingest.endpoint_helpers import (
     TRACE_HEX,
     assert_nothing_written,
     export_response,
-    fresh_cache,
     gzip_bomb,
     gzipped,
     ingest_token,
@@ -39,16 +37,7 @@ URL = "/v1/traces"
 GZIP = {"Content-Encoding": "gzip"}
 
 
-@pytest.fixture(autouse=True)
-def _clean_cache() -> Iterator[None]:
-    fresh_cache()
-    yield
-    fresh_cache()
-
-
-@pytest.fixture
-def token(world: TeamWorld) -> str:
-    return ingest_token(world.team)
+pytestmark = pytest.mark.usefixtures("clean_cache")
 
 
 # --- Accepted -----------------------------------------------------------------------
