@@ -17,13 +17,17 @@ class Encoding(models.IntegerChoices):
     OTLP_PROTOBUF = 1, "OTLP protobuf"
     OTLP_JSON = 2, "OTLP JSON"
     NATIVE_JSON = 3, "native JSON"
+    # The accepted spans, decoded by the request path, as PostgreSQL binary COPY rows.
+    SPAN_ROWS = 4, "span rows"
 
 
 class RawBatch(models.Model):
-    """A request body exactly as accepted, kept until its spans are stored.
+    """An accepted request's spans, kept until they are stored.
 
     Committing this row is what a 2xx promises; a worker turns pending batches
-    into spans and deletes them in the same transaction.
+    into spans and deletes them in the same transaction. On PostgreSQL the body
+    holds the accepted spans as ready COPY rows (``SPAN_ROWS``), decoded once by
+    the request path; elsewhere it is the request body as sent (decompressed).
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")

@@ -6,6 +6,9 @@ from apps.ingest.decoding.records import KINDS
 from apps.ingest.models import StatusCode
 from apps.rollups.spans import Span
 
+_KIND_COUNT = len(KINDS)
+_ERROR = int(StatusCode.ERROR)
+
 
 def analysis_span(
     span_id: bytes,
@@ -19,15 +22,17 @@ def analysis_span(
     events: list[dict[str, Any]] | None,
     status: int,
 ) -> Span:
+    # Positional and without copies (bytes and memoryview both have hex()): finalizing
+    # builds one of these per stored span.
     return Span(
-        span_id=bytes(span_id).hex(),
-        parent_id=bytes(parent_id).hex() if parent_id is not None else None,
-        name=name,
-        service=service,
-        kind=KINDS[kind] if 0 <= kind < len(KINDS) else "unspecified",
-        start_ns=start_ns,
-        end_ns=end_ns,
-        attributes=attributes or {},
-        events=tuple((e["name"], e["time_ns"]) for e in events or ()),
-        status_error=status == StatusCode.ERROR,
+        span_id.hex(),
+        parent_id.hex() if parent_id is not None else None,
+        name,
+        service,
+        KINDS[kind] if 0 <= kind < _KIND_COUNT else "unspecified",
+        start_ns,
+        end_ns,
+        attributes or {},
+        tuple([(e["name"], e["time_ns"]) for e in events]) if events else (),
+        status == _ERROR,
     )

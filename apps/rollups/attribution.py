@@ -12,7 +12,9 @@ from apps.rollups.matching import SpanMatch, StageMatcher
 from apps.rollups.spans import Span, unique_spans
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
+# builds several per span; instances are never changed after construction.
+@dataclass(slots=True)
 class StageResult:
     """``wall_ns`` is the union of the stage's span parts as measured, not clipped to
     the root (a span running past its parent still took that long); ``span_count``
@@ -24,7 +26,7 @@ class StageResult:
     critical_ns: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChargedSegment:
     span_id: str
     start_ns: int

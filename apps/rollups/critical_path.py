@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from apps.rollups.spans import Span, unique_spans
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
+# builds several per span; instances are never changed after construction.
+@dataclass(slots=True)
 class Segment:
     """``[start_ns, end_ns)`` of the root window, spent in ``span_id`` itself."""
 

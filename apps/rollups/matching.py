@@ -135,7 +135,9 @@ def first_token_ns(span: Span, event_name: str = DEFAULT_FIRST_TOKEN_EVENT) -> i
     return min(max(token, span.start_ns), span.stop_ns)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
+# builds several per span; instances are never changed after construction.
+@dataclass(slots=True)
 class SpanMatch:
     """Which stage gets which part of a span.
 

@@ -6,12 +6,23 @@ import zlib
 from typing import Any
 
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.trace import SpanKind
 
-from apps.ingest.models import RawBatch, Span, Trace
+from apps.ingest.decoding import SpanRecord
+from apps.ingest.models import Encoding, RawBatch, Span, Trace
+from apps.ingest.services.batches import DECODERS
+from apps.ingest.services.span_rows import (
+    COPY_HEADER,
+    COPY_TRAILER,
+    KIND_CODES,
+    STAGING_COLUMNS,
+    STATUS_CODES,
+    events_json,
+)
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
 from tests.ingest.sdk import MS, T0, encode, readable
@@ -133,3 +144,55 @@ def assert_nothing_written() -> None:
     assert not RawBatch.objects.exists()
     assert not Span.objects.exists()
     assert not Trace.objects.exists()
+
+
+# The fields a stored batch is compared on: everything a span row keeps.
+_BATCH_FIELDS = (
+    "trace_id", "span_id", "parent_span_id", "start_ns", "end_ns", "name", "service", "kind",
+    "status", "status_message", "scope_name", "attributes", "events",
+)  # fmt: skip
+
+
+def batch_spans(batch: RawBatch) -> list[tuple[Any, ...]]:
+    """The spans a stored batch holds, sorted; span rows are read back by PostgreSQL itself."""
+    if batch.encoding != Encoding.SPAN_ROWS:
+        spans = DECODERS[batch.encoding](bytes(batch.body)).spans
+        return expected_spans(spans, team_id=batch.team_id)
+    columns = ", ".join(f"{name} {sql_type}" for name, sql_type in STAGING_COLUMNS)
+    with connection.cursor() as django_cursor:
+        cursor = django_cursor.cursor
+        cursor.execute(f"CREATE TEMP TABLE batch_rows ({columns})")
+        try:
+            with cursor.copy("COPY batch_rows FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(COPY_HEADER + bytes(batch.body) + COPY_TRAILER)
+            # jsonb as text: Django's connection leaves JSON decoding to the fields.
+            fields = ", ".join(
+                f"{f}::text" if f in ("attributes", "events") else f for f in _BATCH_FIELDS
+            )
+            cursor.execute(f"SELECT team_id, {fields} FROM batch_rows")
+            rows = [
+                (*row[:-2], json.loads(row[-2]), json.loads(row[-1])) for row in cursor.fetchall()
+            ]
+        finally:
+            cursor.execute("DROP TABLE batch_rows")
+    assert {row[0] for row in rows} == {batch.team_id}
+    return sorted(
+        tuple(bytes(v) if isinstance(v, memoryview) else v for v in row[1:]) for row in rows
+    )
+
+
+def expected_spans(records: list[SpanRecord], *, team_id: int) -> list[tuple[Any, ...]]:
+    """Decoded records as ``batch_spans`` shows them."""
+    return sorted(
+        (
+            r.trace_id, r.span_id, r.parent_span_id, r.start_ns, r.end_ns, r.name, r.service,
+            KIND_CODES[r.kind], STATUS_CODES[r.status], r.status_message, r.scope_name,
+            r.attributes, events_json(r),
+        )
+        for r in records
+    )  # fmt: skip
+
+
+def body_spans(body: bytes, encoding: int, *, team_id: int) -> list[tuple[Any, ...]]:
+    """What a stored batch must hold for an accepted (decompressed) body."""
+    return expected_spans(DECODERS[encoding](body).spans, team_id=team_id)

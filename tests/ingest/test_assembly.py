@@ -7,8 +7,9 @@ from django.utils import timezone
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind
 
+from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
-from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import StageSample
 from apps.rollups.services.finalize import traces_finalize_due
@@ -59,6 +60,16 @@ def rag_pipeline(world: TeamWorld) -> Pipeline:
 
 
 def store(team: Team, spans: list[ReadableSpan]) -> RawBatch:
+    """As the request path stores an accepted body (span rows on PostgreSQL)."""
+    body = encode(spans)
+    return accepted_batch_store(
+        team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=body,
+        decoded=decode_otlp_protobuf(body),
+    )  # fmt: skip
+
+
+def store_raw(team: Team, spans: list[ReadableSpan]) -> RawBatch:
+    """A body kept as sent, decoded by the worker (other databases, older batches)."""
     return raw_batch_store(
         team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=len(spans),
@@ -109,6 +120,17 @@ def test_a_trace_split_over_batches_root_last_is_finalized_with_its_stages(
     critical = sum(s.critical_ns for s in StageSample.objects.filter(trace_pk=trace.pk))
     assert critical + trace.untracked_critical_ns == trace.duration_ns
     assert trace.untracked_critical_ns == 50 * MS  # 950-1000 belongs to the root only
+
+
+def test_batches_kept_as_sent_and_span_rows_drain_together(world: TeamWorld, rag_pipeline) -> None:
+    spans = rag_spans()
+    store_raw(world.team, spans[:2])
+    store(world.team, spans[1:])
+    drained = raw_batches_drain()
+    assert (drained.batches, drained.spans_received, drained.spans_new) == (2, 6, 5)
+    assert Trace.objects.get().span_count == 5
+    assert finalize_later() == 1
+    assert set(samples_ms(Trace.objects.get())) == {"auth", "retrieval", "ttft", "generation"}
 
 
 def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:

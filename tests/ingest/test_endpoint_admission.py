@@ -173,7 +173,7 @@ def test_a_database_failure_while_storing_gets_503_with_retry_after(
     world: TeamWorld, monkeypatch: pytest.MonkeyPatch, error: type[Exception]
 ) -> None:
     token = ingest_token(world.team)
-    monkeypatch.setattr(intake, "raw_batch_store", _failing(error))
+    monkeypatch.setattr(intake, "accepted_batch_store", _failing(error))
 
     response = post(OTLP, protobuf_batch(), token=token)
 
@@ -204,7 +204,7 @@ def test_the_native_endpoint_answers_503_when_storing_fails(
     world: TeamWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     token = ingest_token(world.team)
-    monkeypatch.setattr(intake, "raw_batch_store", _failing(OperationalError))
+    monkeypatch.setattr(intake, "accepted_batch_store", _failing(OperationalError))
 
     response = post(NATIVE, native_batch(native_span("01" * 8)), content_type=JSON, token=token)
 

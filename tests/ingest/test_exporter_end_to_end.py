@@ -12,13 +12,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind, set_span_in_context
 
-from apps.ingest.models import Encoding, RawBatch, Trace, TraceState
+from apps.ingest.models import RawBatch, Trace, TraceState
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import StageSample
 from apps.teams.services import ingest_token_revoke
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.endpoint_helpers import ingest_token, sdk_spans
+from tests.ingest.endpoint_helpers import batch_spans, ingest_token, sdk_spans
 from tests.processes import celery_worker, wait_for
 
 MS = 1_000_000
@@ -39,15 +39,16 @@ def test_the_official_exporter_delivers_sdk_spans(
 ) -> None:
     span_exporter = exporter(live_server, ingest_token(world.team), compression=compression)
 
-    result = span_exporter.export(sdk_spans(6))
+    spans = sdk_spans(6)
+    result = span_exporter.export(spans)
     span_exporter.shutdown()
 
     assert result == SpanExportResult.SUCCESS
     batch = RawBatch.objects.get()
-    assert (batch.team, batch.encoding, batch.span_count) == (
-        world.team,
-        Encoding.OTLP_PROTOBUF,
-        6,
+    assert (batch.team, batch.span_count) == (world.team, 6)
+    stored = batch_spans(batch)
+    assert sorted((row[1], row[5]) for row in stored) == sorted(
+        (span.context.span_id.to_bytes(8, "big"), span.name) for span in spans
     )
 
 

@@ -14,7 +14,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from apps.ingest.decoding import BodyTooLarge, DecodeError, DecodeResult, decode_body
 from apps.ingest.models import Encoding
 from apps.ingest.ratelimit import BACKLOG_RETRY_AFTER_S, backlog_full, rate_limit_consume
-from apps.ingest.services.batches import DECODERS, raw_batch_store
+from apps.ingest.services.batches import DECODERS, accepted_batch_store
 from apps.ingest.tasks import drain_schedule
 from apps.teams.models import IngestToken
 
@@ -106,8 +106,8 @@ def batch_accept(
 ) -> DecodeResult:
     """Decode a body and commit it as a raw batch; returns what was accepted and rejected.
 
-    The decompressed body is stored, so workers never decompress again. A body
-    whose spans were all rejected stores nothing.
+    What is stored is already decoded (or at least decompressed), so workers never
+    do that work again. A body whose spans were all rejected stores nothing.
     """
     try:
         raw = decode_body(body, content_encoding, max_size=settings.INGEST_MAX_DECOMPRESSED_BYTES)
@@ -128,12 +128,8 @@ def batch_accept(
             retry_after=retry_after,
         )
     with transaction.atomic():
-        raw_batch_store(
-            team=token.team,
-            token=token,
-            encoding=encoding,
-            body=raw,
-            span_count=len(result.spans),
+        accepted_batch_store(
+            team=token.team, token=token, encoding=encoding, body=raw, decoded=result
         )
         # Robust: the batch is committed either way, and the periodic drain picks it up.
         transaction.on_commit(drain_schedule, robust=True)

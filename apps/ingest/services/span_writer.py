@@ -1,9 +1,12 @@
 """Write decoded spans and assemble them into traces, idempotently.
 
-PostgreSQL: spans go through binary COPY into a temporary staging table, then
-``INSERT … ON CONFLICT DO NOTHING RETURNING`` moves the new ones into the
-partitioned span table and tells exactly which spans were new. Other databases
-take the ORM path with the same outcome.
+PostgreSQL: the spans arrive as binary COPY rows (``span_rows``), mostly written
+by the request path already. One COPY streams the rows of many batches into a
+temporary staging table; SQL then creates the missing trace rows, moves the new
+spans into the partitioned span table with ``INSERT … ON CONFLICT DO NOTHING``
+(a replayed span is not new) and adds exactly the new ones to their traces'
+counters, without a Python pass per span. Other databases take the ORM path with
+the same outcome.
 """
 
 from collections import defaultdict
@@ -11,47 +14,86 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgspec
 from django.db import connection
 from django.utils import timezone
 
-from apps.ingest.decoding.records import KINDS, STATUSES, SpanRecord
+from apps.ingest.decoding.records import SpanRecord
 from apps.ingest.models import Span, Trace, TraceState
-
-KIND_CODES = {name: code for code, name in enumerate(KINDS)}
-STATUS_CODES = {name: code for code, name in enumerate(STATUSES)}
+from apps.ingest.services.span_rows import (
+    COPY_HEADER,
+    COPY_TRAILER,
+    KIND_CODES,
+    STAGING_COLUMNS,
+    STATUS_CODES,
+    events_json,
+    span_rows,
+)
 
 SPAN_COLUMNS = (
     "trace_pk", "span_id", "start_ns", "team_id", "trace_id", "parent_span_id", "name",
     "service", "kind", "end_ns", "status", "status_message", "scope_name", "attributes",
     "events", "received_at",
 )  # fmt: skip
-SPAN_TYPES = (
-    "int8", "bytea", "int8", "int8", "bytea", "bytea", "text", "text", "int2", "int8",
-    "int2", "text", "text", "jsonb", "jsonb", "timestamptz",
-)  # fmt: skip
 
-_json = msgspec.json.Encoder()
-
-# One span as a row in SPAN_COLUMNS order.
+# One span as a row in SPAN_COLUMNS order (the ORM path).
 SpanRow = tuple[Any, ...]
+
+_STAGING = "ingest_span_rows"
+_STAGING_NAMES = ", ".join(name for name, _ in STAGING_COLUMNS)
+_CREATE_STAGING = (
+    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} ("
+    + ", ".join(f"{name} {sql_type}" for name, sql_type in STAGING_COLUMNS)
+    + ") ON COMMIT DELETE ROWS"
+)
+# Trace rows are created in one (team, trace id) order by every drain, so concurrent
+# drains creating the same traces queue behind each other instead of deadlocking.
+_CREATE_TRACES = f"""
+    INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
+        span_count, incomplete, error, untracked_critical_ns, revision, root_name, root_service)
+    SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s, 0, false, false, 0, 0, '', ''
+    FROM (SELECT DISTINCT team_id, trace_id FROM {_STAGING}) AS touched
+    ORDER BY team_id, trace_id
+    ON CONFLICT (team_id, trace_id) DO NOTHING
+"""
+# Then the touched traces are locked in id order, for the same reason.
+_LOCK_TRACES = f"""
+    SELECT t.id FROM ingest_trace AS t
+    WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
+    ORDER BY t.id FOR UPDATE OF t
+"""
+# New spans only, and their traces reopened with the idle clock restarted: a span
+# already stored, or a second copy in the same drain, conflicts and changes nothing
+# (no DISTINCT needed: DO NOTHING also skips rows this statement inserted itself).
+_INSERT_SPANS = f"""
+    WITH inserted AS (
+        INSERT INTO ingest_span ({", ".join(SPAN_COLUMNS)})
+        SELECT t.id, s.span_id, s.start_ns, s.team_id, s.trace_id, s.parent_span_id, s.name,
+            s.service, s.kind, s.end_ns, s.status, s.status_message, s.scope_name,
+            s.attributes, s.events, %(now)s
+        FROM {_STAGING} AS s
+        JOIN ingest_trace AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
+        ON CONFLICT DO NOTHING
+        RETURNING trace_pk, span_id, parent_span_id IS NULL AS is_root
+    ), per_trace AS (
+        SELECT trace_pk, count(*) AS new_spans,
+            (array_agg(span_id ORDER BY span_id) FILTER (WHERE is_root))[1] AS root
+        FROM inserted GROUP BY trace_pk
+    )
+    UPDATE ingest_trace AS t SET
+        span_count = t.span_count + p.new_spans,
+        last_span_at = %(now)s,
+        state = {TraceState.OPEN},
+        root_span_id = COALESCE(t.root_span_id, p.root)
+    FROM per_trace AS p
+    WHERE t.id = p.trace_pk
+    RETURNING p.new_spans
+"""
 
 
 @dataclass
 class WriteResult:
     spans_new: int = 0
     traces_touched: int = 0
-
-
-def _events_json(record: SpanRecord) -> list[dict[str, object]]:
-    return [
-        {
-            "name": e.name,
-            "time_ns": e.time_ns,
-            **({"attributes": e.attributes} if e.attributes else {}),
-        }
-        for e in record.events
-    ]
 
 
 def _unique(records: list[SpanRecord]) -> list[SpanRecord]:
@@ -61,10 +103,29 @@ def _unique(records: list[SpanRecord]) -> list[SpanRecord]:
     return list(seen.values())
 
 
+def span_rows_store(payloads: list[bytes]) -> WriteResult:
+    """Store spans given as binary COPY rows (PostgreSQL); call inside a transaction."""
+    if not any(payloads):
+        return WriteResult()
+    now = timezone.now()
+    with connection.cursor() as django_cursor:
+        cursor = django_cursor.cursor
+        cursor.execute(_CREATE_STAGING)
+        with cursor.copy(f"COPY {_STAGING} ({_STAGING_NAMES}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(COPY_HEADER)
+            for payload in payloads:
+                copy.write(payload)
+            copy.write(COPY_TRAILER)
+        cursor.execute(_CREATE_TRACES, {"now": now})
+        cursor.execute(_LOCK_TRACES)
+        cursor.execute(_INSERT_SPANS, {"now": now})
+        counts = [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"TRUNCATE {_STAGING}")
+    return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
+
+
 def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes, int]:
     """Ids of the team's trace rows, creating the missing ones (open, no spans yet)."""
-    if connection.vendor == "postgresql":
-        return _trace_pks_postgres(team_id, trace_ids, now)
     existing = dict(
         Trace.objects.filter(team_id=team_id, trace_id__in=list(trace_ids)).values_list(
             "trace_id", "id"
@@ -85,58 +146,6 @@ def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes
         )
         found.update({bytes(k): v for k, v in created})
     return found
-
-
-def _trace_pks_postgres(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes, int]:
-    # Arrays as single parameters: thousands of ids without thousands of placeholders.
-    ordered = sorted(trace_ids)  # one insertion order for every drain
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
-                span_count, incomplete, error, untracked_critical_ns, revision, root_name,
-                root_service)
-            SELECT %s, tid, %s, %s, %s, 0, false, false, 0, 0, '', ''
-            FROM unnest(%s::bytea[]) AS tid
-            ON CONFLICT (team_id, trace_id) DO NOTHING
-            """,
-            [team_id, TraceState.OPEN, now, now, ordered],
-        )
-        cursor.execute(
-            "SELECT trace_id, id FROM ingest_trace WHERE team_id = %s AND trace_id = ANY(%s)",
-            [team_id, ordered],
-        )
-        return {bytes(tid): pk for tid, pk in cursor.fetchall()}
-
-
-def _copy_new_spans_postgres(
-    rows: list[SpanRow],
-) -> list[tuple[int, bytes, bool]]:
-    from psycopg.types.json import Jsonb
-
-    def jsonb(value: object) -> Jsonb:
-        return Jsonb(value, dumps=lambda obj: _json.encode(obj).decode())
-
-    columns = ", ".join(SPAN_COLUMNS)
-    with connection.cursor() as django_cursor:
-        cursor = django_cursor.cursor
-        cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS ingest_span_staging "
-            "(LIKE ingest_span INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-        )
-        with cursor.copy(
-            f"COPY ingest_span_staging ({columns}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(list(SPAN_TYPES))
-            for row in rows:
-                copy.write_row((*row[:13], jsonb(row[13]), jsonb(row[14]), row[15]))
-        cursor.execute(
-            f"INSERT INTO ingest_span ({columns}) SELECT {columns} FROM ingest_span_staging "
-            "ON CONFLICT DO NOTHING RETURNING trace_pk, span_id, parent_span_id IS NULL"
-        )
-        inserted = [(int(r[0]), bytes(r[1]), bool(r[2])) for r in cursor.fetchall()]
-        cursor.execute("TRUNCATE ingest_span_staging")
-    return inserted
 
 
 def _insert_new_spans_orm(rows: list[SpanRow]) -> list[tuple[int, bytes, bool]]:
@@ -162,6 +171,8 @@ def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
     A trace that receives a span it did not have is (re)opened and its idle
     clock restarted; a duplicate span changes nothing.
     """
+    if connection.vendor == "postgresql":
+        return span_rows_store([span_rows(team_id, records)])
     records = _unique(records)
     if not records:
         return WriteResult()
@@ -183,16 +194,12 @@ def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
             r.status_message,
             r.scope_name,
             r.attributes,
-            _events_json(r),
+            events_json(r),
             now,
         )
         for r in records
     ]
-    if connection.vendor == "postgresql":
-        inserted = _copy_new_spans_postgres(rows)
-    else:
-        inserted = _insert_new_spans_orm(rows)
-
+    inserted = _insert_new_spans_orm(rows)
     new_per_trace: dict[int, int] = defaultdict(int)
     roots: dict[int, bytes] = {}
     for trace_pk, span_id, is_root in inserted:
@@ -204,29 +211,6 @@ def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
 
 
 def _traces_touch(new_per_trace: dict[int, int], roots: dict[int, bytes], now: datetime) -> None:
-    if not new_per_trace:
-        return
-    if connection.vendor == "postgresql":
-        ids = sorted(new_per_trace)
-        with connection.cursor() as cursor:
-            # Lock in id order first: concurrent drains touching the same traces
-            # then queue behind each other instead of deadlocking.
-            cursor.execute(
-                "SELECT id FROM ingest_trace WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [ids]
-            )
-            cursor.execute(
-                f"""
-                UPDATE ingest_trace AS t SET
-                    span_count = t.span_count + v.n,
-                    last_span_at = %s,
-                    state = {TraceState.OPEN},
-                    root_span_id = COALESCE(t.root_span_id, v.root)
-                FROM unnest(%s::bigint[], %s::int[], %s::bytea[]) AS v(id, n, root)
-                WHERE t.id = v.id
-                """,
-                [now, ids, [new_per_trace[i] for i in ids], [roots.get(i) for i in ids]],
-            )
-        return
     for trace in Trace.objects.filter(pk__in=list(new_per_trace)):
         trace.span_count += new_per_trace[trace.pk]
         trace.last_span_at = now

@@ -51,21 +51,26 @@ def _routers(team_ids: set[int]) -> dict[int, PipelineRouter]:
     return {team_id: PipelineRouter(by_team.get(team_id, [])) for team_id in team_ids}
 
 
-def _analysis_span(row: tuple[Any, ...]) -> Span:
-    return analysis_span(*row[1:])
-
-
-def _span_rows(trace_pks: list[int]) -> list[tuple[Any, ...]]:
+def _trace_spans(trace_pks: list[int]) -> dict[int, list[Span]]:
+    """The stored spans of the traces, as analysis spans, per trace row id."""
+    spans: dict[int, list[Span]] = defaultdict(list)
     if connection.vendor != "postgresql":
-        return list(StoredSpan.objects.filter(trace_pk__in=trace_pks).values_list(*SPAN_FIELDS))
+        rows = StoredSpan.objects.filter(trace_pk__in=trace_pks).values_list(*SPAN_FIELDS)
+        for pk, *fields in rows:
+            spans[pk].append(analysis_span(*fields))
+        return spans
     # JSON columns come back as text and are decoded with msgspec, several times
-    # faster than the ORM's json.loads per value.
+    # faster than the ORM's json.loads per value; most spans have no events.
     columns = ", ".join(f"{f}::text" if f in ("attributes", "events") else f for f in SPAN_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {columns} FROM ingest_span WHERE trace_pk = ANY(%s)", [trace_pks])
         rows = cursor.fetchall()
     decode = msgspec.json.decode
-    return [(*row[:8], decode(row[8]), decode(row[9]), row[10]) for row in rows]
+    for pk, span_id, parent, name, service, kind, start, end, attributes, events, status in rows:
+        fields = (span_id, parent, name, service, kind, start, end, decode(attributes))
+        events = decode(events) if events != "[]" else None
+        spans[pk].append(analysis_span(*fields, events, status))
+    return spans
 
 
 def _due(now: datetime) -> Q:
@@ -89,12 +94,12 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
         traces = list(due[:limit])
         if not traces:
             return result
-        spans: dict[int, list[Span]] = defaultdict(list)
-        for row in _span_rows([t.pk for t in traces]):
-            spans[row[0]].append(_analysis_span(row))
+        spans = _trace_spans([t.pk for t in traces])
         routers = _routers({t.team_id for t in traces})
 
-        # A trace finalized before may have counted in another pipeline or bucket.
+        # A trace finalized before may have counted in another pipeline or bucket, and
+        # its old samples, stored under its old start, are replaced.
+        refinalized = [(t.pk, t.start_ns) for t in traces if t.revision]
         touched: set[tuple[int | None, int | None]] = {
             (t.pipeline_id, t.start_ns) for t in traces if t.revision
         }
@@ -106,10 +111,7 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
         trace_pks = [t.pk for t in traces]
         touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
         if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "DELETE FROM rollups_stagesample WHERE trace_pk = ANY(%s)", [trace_pks]
-                )
+            _samples_delete(refinalized)
             _samples_copy(samples)
             _traces_update(traces)
         else:
@@ -138,6 +140,23 @@ SAMPLE_COLUMNS = (
 # A stage sample as a row in SAMPLE_COLUMNS order: model instances cost more than the COPY.
 SampleRow = tuple[int, int, int, int, int, int, int, int, bool]
 SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool")
+
+
+def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
+    """Delete the samples of traces finalized before, found by their partition key too.
+
+    A first finalization has nothing to delete, and naming the old start times lets
+    PostgreSQL look in their day partitions only, not in a month of them.
+    """
+    if not refinalized:
+        return
+    trace_pks = [pk for pk, _ in refinalized]
+    starts = sorted({start for _, start in refinalized if start is not None})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM rollups_stagesample WHERE trace_pk = ANY(%s) AND start_ns = ANY(%s)",
+            [trace_pks, starts],
+        )
 
 
 def _samples_copy(samples: list[SampleRow]) -> None:
