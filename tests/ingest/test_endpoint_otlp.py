@@ -346,6 +346,31 @@ def test_a_content_length_shorter_than_the_body_reads_only_the_declared_bytes(
     assert_nothing_written()
 
 
+class CutShortStream(io.BytesIO):
+    """A body whose client disconnects after ``keep`` bytes, as gunicorn reports it."""
+
+    def __init__(self, data: bytes, keep: int) -> None:
+        super().__init__(data[:keep])
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        chunk = super().read(size)
+        if not chunk:
+            raise OSError("No more data after the first bytes")
+        return chunk
+
+
+def test_a_client_that_disconnects_mid_body_gets_400_and_nothing_is_written(token: str) -> None:
+    body = protobuf_batch(20)
+    stream = CutShortStream(body, keep=len(body) // 2)
+    environ = {"CONTENT_LENGTH": str(len(body)), "wsgi.input": stream}
+
+    response = post(URL, b"", token=token, environ=environ)
+
+    assert response.status_code == 400
+    assert status_of(response) == (RpcCode.INVALID_ARGUMENT, "the request body was cut short")
+    assert_nothing_written()
+
+
 def test_a_content_length_that_is_not_a_number_gets_400(token: str) -> None:
     response = post(URL, protobuf_batch(), token=token, environ={"CONTENT_LENGTH": "lots"})
 

@@ -55,7 +55,10 @@ def body_read(stream: Readable) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while size <= cap:
-        chunk = stream.read(cap + 1 - size)
+        try:
+            chunk = stream.read(cap + 1 - size)
+        except OSError:  # the client went away mid-body (Django's UnreadablePostError)
+            raise Refusal(400, "invalid_body", "the request body was cut short") from None
         if not chunk:
             break
         chunks.append(chunk)
