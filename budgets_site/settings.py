@@ -264,6 +264,8 @@ INGEST_RATE_LIMIT_SPANS = env.int("INGEST_RATE_LIMIT_SPANS", default=50_000)
 INGEST_MAX_BACKLOG_SPANS = env.int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000)
 # One ingest task stores up to this many spans from many coalesced requests.
 INGEST_DRAIN_MAX_SPANS = env.int("INGEST_DRAIN_MAX_SPANS", default=20_000)
+# Drains running at once (each one claims different batches with SKIP LOCKED).
+INGEST_DRAIN_CONCURRENCY = env.int("INGEST_DRAIN_CONCURRENCY", default=1)
 TRACE_IDLE_SECONDS = env.float("TRACE_IDLE_SECONDS", default=10.0)
 TRACE_MAX_WAIT_SECONDS = env.float("TRACE_MAX_WAIT_SECONDS", default=300.0)
 SPAN_RETENTION_DAYS = env.int("SPAN_RETENTION_DAYS", default=7)

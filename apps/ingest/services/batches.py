@@ -58,6 +58,10 @@ def accepted_batch_store(
     )
 
 
+def raw_batches_pending() -> bool:
+    return RawBatch.objects.filter(last_error="").exists()
+
+
 def raw_backlog_spans() -> int:
     return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
 
