@@ -86,7 +86,6 @@ class Trace(models.Model):
             ),
             models.Index(fields=["team", "pipeline", "start_ns"], name="trace_team_pipeline_start"),
             models.Index(fields=["team", "start_ns"], name="trace_team_start"),
-            models.Index(fields=["finalized_at"], name="trace_finalized_at"),
         ]
 
     def __str__(self) -> str:

@@ -46,14 +46,22 @@ _CREATE_STAGING = (
     + ") ON COMMIT DELETE ROWS"
 )
 # Trace rows are created in one (team, trace id) order by every drain, so concurrent
-# drains creating the same traces queue behind each other instead of deadlocking.
+# drains creating the same traces queue behind each other instead of deadlocking. A
+# trace created here has no stored span yet: all of its spans in this drain are new,
+# so it is written once, complete, instead of created and then updated.
 _CREATE_TRACES = f"""
     INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
-        span_count, incomplete, error, untracked_critical_ns, revision, root_name, root_service)
-    SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s, 0, false, false, 0, 0, '', ''
-    FROM (SELECT DISTINCT team_id, trace_id FROM {_STAGING}) AS touched
+        span_count, root_span_id, incomplete, error, untracked_critical_ns, revision,
+        root_name, root_service)
+    SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s,
+        count(DISTINCT (span_id, start_ns)),
+        (array_agg(span_id ORDER BY span_id) FILTER (WHERE parent_span_id IS NULL))[1],
+        false, false, 0, 0, '', ''
+    FROM {_STAGING}
+    GROUP BY team_id, trace_id
     ORDER BY team_id, trace_id
     ON CONFLICT (team_id, trace_id) DO NOTHING
+    RETURNING id, span_count
 """
 # Then the touched traces are locked in id order, for the same reason.
 _LOCK_TRACES = f"""
@@ -61,9 +69,10 @@ _LOCK_TRACES = f"""
     WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
     ORDER BY t.id FOR UPDATE OF t
 """
-# New spans only, and their traces reopened with the idle clock restarted: a span
-# already stored, or a second copy in the same drain, conflicts and changes nothing
-# (no DISTINCT needed: DO NOTHING also skips rows this statement inserted itself).
+# New spans only, and the traces that existed before reopened with the idle clock
+# restarted: a span already stored, or a second copy in the same drain, conflicts and
+# changes nothing (no DISTINCT needed: DO NOTHING also skips rows this statement
+# inserted itself).
 _INSERT_SPANS = f"""
     WITH inserted AS (
         INSERT INTO ingest_span ({", ".join(SPAN_COLUMNS)})
@@ -85,7 +94,7 @@ _INSERT_SPANS = f"""
         state = {TraceState.OPEN},
         root_span_id = COALESCE(t.root_span_id, p.root)
     FROM per_trace AS p
-    WHERE t.id = p.trace_pk
+    WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s)
     RETURNING p.new_spans
 """
 
@@ -120,9 +129,10 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
                 copy.write(payload)
             copy.write(COPY_TRAILER)
         cursor.execute(_CREATE_TRACES, {"now": now})
+        created = cursor.fetchall()
         cursor.execute(_LOCK_TRACES)
-        cursor.execute(_INSERT_SPANS, {"now": now})
-        counts = [row[0] for row in cursor.fetchall()]
+        cursor.execute(_INSERT_SPANS, {"now": now, "created": [pk for pk, _ in created]})
+        counts = [count for _, count in created] + [row[0] for row in cursor.fetchall()]
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
 
 
