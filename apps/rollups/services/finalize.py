@@ -211,7 +211,7 @@ def _finalize_one(
     trace.finalized_at = now
     trace.revision += 1
     trace.incomplete = trace.root_span_id is None
-    trace.pipeline = None
+    trace.pipeline_id = None  # the id, not the relation: its descriptor costs more
     if not spans:
         return []
     root = find_root(unique_spans(spans))
@@ -222,7 +222,7 @@ def _finalize_one(
     if compiled is None:
         trace.untracked_critical_ns = root.duration_ns
         return []
-    trace.pipeline = compiled.pipeline
+    trace.pipeline_id = compiled.pipeline.pk
     attribution = attribute_trace(spans, compiled.matcher)
     trace.untracked_critical_ns = attribution.untracked_critical_ns
     trace.error = attribution.error
