@@ -1,4 +1,4 @@
-"""Budget evaluation: time from a step change to an open violation, and the cost of a pass.
+"""Budget evaluation: time from a step change to an open violation, and the cost of a check.
 
 Detection. Pipelines of three sequential stages receive 4 traces/s each (Poisson
 arrivals, lognormal stage times). Retrieval (budget 350 ms at p95, evaluation
@@ -7,18 +7,22 @@ time, then at 600 ms. The schedule is simulated in process on a virtual clock:
 traces are finalized (Trace and StageSample rows, buckets marked dirty) at the
 first whole second after their end, as the 1 s finalize beat does, or after their
 end plus the 10 s idle interval of the default settings; the rollup job runs
-every 2 s and the evaluation every 10 s, both given the virtual time. The
-window is full before the step; step times are spread over the evaluation
-period. The latency is the virtual time of the evaluation that opened the
-violation minus the step time. With a full window of steady traffic, p95
-flips once 5 % of the window is slow: 15 s of a 300 s window.
+every 2 s, followed by the prompt check of the pipelines whose 10 s buckets it
+rewrote (as the task it enqueues would), and the regular evaluation every 10 s,
+all given the virtual time. Each schedule is also run with the regular
+evaluation alone, for comparison. The window is full before the step; step times
+are spread over the evaluation period. The latency is the virtual time at which
+the violation opened minus the step time. With a full window of steady traffic,
+p95 flips once 5 % of the window is slow: 15 s of a 300 s window.
 
 Cost. 20 pipelines of 20 budgeted stages, each with a full 300 s window of
 rollups (10 s buckets of 50 values and their minute buckets, 21 scopes; the
 window reads whole minutes from minute buckets, its edges from 10 s ones, about
-14 sketches per scope): the wall time of one
-``budgets_evaluate`` pass, with every scope within budget and with every scope
-over budget (400 violations followed). One core, PostgreSQL on this machine.
+14 sketches per scope): the wall time of one ``budgets_evaluate`` pass, with
+every scope within budget and with every scope over budget (400 violations
+followed); and of one prompt check of one of those pipelines, within budget,
+opening its 20 violations, and following them. One core, PostgreSQL and the
+cache (Redis when ``REDIS_URL`` is set) on this machine.
 """
 
 import time
@@ -44,6 +48,7 @@ EVALUATE_PHASE_S = 3
 COST_PIPELINES = 20
 COST_STAGES = 20
 COST_PASSES = 20
+PROMPT_MODES = ((True, ""), (False, ", regular evaluation only"))
 
 
 def _at(seconds: float) -> datetime:
@@ -130,15 +135,14 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
     dirty_buckets_mark((trace.pipeline_id, trace.start_ns) for trace in rows)
 
 
-def _detect(team: Any, count: int, idle_s: float, seed: int) -> list[float]:
-    from apps.rollups.models import Violation
-    from apps.rollups.services.evaluation import budgets_evaluate
+def _detect(team: Any, count: int, idle_s: float, seed: int, *, prompt: bool) -> list[float]:
+    from apps.rollups.services.evaluation import budgets_check_promptly, budgets_evaluate
     from apps.rollups.services.rollup import rollups_process_dirty
 
     rng = np.random.default_rng(seed)
-    pipelines = _detection_setup(team, count, rng, f"detect-{seed}")
+    pipelines = _detection_setup(team, count, rng, f"detect-{seed}-{int(prompt)}")
     traces = _traffic(pipelines, rng, WARMUP_S + AFTER_S)
-    serial = [seed * 10_000_000]
+    serial = [(seed * 2 + prompt) * 10_000_000]
     position = 0
     for second in range(1, WARMUP_S + AFTER_S + 1):
         batch = []
@@ -148,23 +152,33 @@ def _detect(team: Any, count: int, idle_s: float, seed: int) -> list[float]:
         if batch:
             _finalize(batch, pipelines, team, serial)
         if second % ROLLUP_EVERY_S == 0:
-            while rollups_process_dirty(now=_at(second)).buckets:
-                pass
+            changed: set[int] = set()
+            while (result := rollups_process_dirty(now=_at(second))).buckets:
+                changed |= result.pipelines.get(10, set())
+            if prompt and changed:
+                budgets_check_promptly(pipeline_ids=changed, now=_at(second))
+                _note_opened(pipelines)
         if second % EVALUATE_EVERY_S == EVALUATE_PHASE_S:
             budgets_evaluate(now=_at(second))
-            opened = dict(
-                Violation.objects.filter(
-                    pipeline__in=[p.pipeline for p in pipelines], stage__slug="retrieval"
-                ).values_list("pipeline_id", "opened_at")
-            )
-            for entry in pipelines:
-                if entry.opened_at is None and entry.pipeline.pk in opened:
-                    entry.opened_at = (opened[entry.pipeline.pk] - EPOCH).total_seconds()
+            _note_opened(pipelines)
     early = [p for p in pipelines if p.opened_at is not None and p.opened_at < p.step_at]
     assert not early, "a violation opened before its step change"
     return [
         (p.opened_at - p.step_at) if p.opened_at is not None else float("inf") for p in pipelines
     ]
+
+
+def _note_opened(pipelines: list[_Pipeline]) -> None:
+    from apps.rollups.models import Violation
+
+    opened = dict(
+        Violation.objects.filter(
+            pipeline__in=[p.pipeline for p in pipelines], stage__slug="retrieval"
+        ).values_list("pipeline_id", "opened_at")
+    )
+    for entry in pipelines:
+        if entry.opened_at is None and entry.pipeline.pk in opened:
+            entry.opened_at = (opened[entry.pipeline.pk] - EPOCH).total_seconds()
 
 
 def _bucket(
@@ -223,6 +237,22 @@ def _time_passes(now: datetime) -> tuple[list[float], int]:
     return samples, queries
 
 
+def _time_checks(pipelines: list[Any], now: datetime) -> tuple[list[float], int]:
+    """One prompt check of each pipeline alone (each is due once per period)."""
+    from apps.rollups.services.evaluation import budgets_check_promptly
+
+    samples, queries = [], 0
+    for pipeline, _ in pipelines:
+        connection.queries_log.clear()
+        with CaptureQueriesContext(connection) as captured:
+            start = time.perf_counter()
+            result = budgets_check_promptly(pipeline_ids=[pipeline.pk], now=now)
+            samples.append((time.perf_counter() - start) * 1000)
+        assert result.pipelines == 1
+        queries = len(captured.captured_queries)
+    return samples, queries
+
+
 def _cost_rows(team: Any) -> dict[str, dict[str, Any]]:
     from apps.pipelines.models import Pipeline, Stage
     from apps.rollups.models import Violation
@@ -234,6 +264,7 @@ def _cost_rows(team: Any) -> dict[str, dict[str, Any]]:
     rows = {}
     within, queries = _time_passes(now)
     rows["pass, every scope within budget"] = _cost_row(within, queries)
+    rows["prompt check, 1 pipeline within budget"] = _cost_row(*_time_checks(pipelines, now))
     Stage.objects.filter(pipeline__in=[p for p, _ in pipelines]).update(budget_ms=100)
     first_start = time.perf_counter()
     from apps.rollups.services.evaluation import budgets_evaluate
@@ -245,6 +276,12 @@ def _cost_rows(team: Any) -> dict[str, dict[str, Any]]:
     assert opened.count() == COST_PIPELINES * COST_STAGES
     over, queries = _time_passes(now + timedelta(seconds=10))
     rows["pass, 400 violations followed"] = _cost_row(over, queries)
+    checks = _time_checks(pipelines, now + timedelta(seconds=12))
+    rows[f"prompt check, 1 pipeline, {COST_STAGES} followed"] = _cost_row(*checks)
+    opened.delete()
+    checks = _time_checks(pipelines, now + timedelta(seconds=14))
+    rows[f"prompt check, 1 pipeline, opens {COST_STAGES}"] = _cost_row(*checks)
+    assert opened.count() == COST_PIPELINES * COST_STAGES
     return rows
 
 
@@ -279,8 +316,13 @@ def run() -> None:
         team = make_team("bench", owner=make_user("bench"))
         started = time.perf_counter()
         latency = {
-            "finalized at trace end": _latency_row(_detect(team, 40, 0.0, seed=1)),
-            "finalized 10 s idle after end": _latency_row(_detect(team, 20, 10.0, seed=2)),
+            f"finalized at trace end{label}": _latency_row(_detect(team, 40, 0.0, 1, prompt=p))
+            for p, label in PROMPT_MODES
+        } | {
+            f"finalized 10 s idle after end{label}": _latency_row(
+                _detect(team, 20, 10.0, 2, prompt=p)
+            )
+            for p, label in PROMPT_MODES
         }
         simulated_s = round(time.perf_counter() - started, 1)
         print_rows(
@@ -290,7 +332,7 @@ def run() -> None:
         )
         cost = _cost_rows(team)
         print_rows(
-            f"One evaluation pass, {COST_PIPELINES} pipelines x {COST_STAGES} stages",
+            f"Evaluation cost, {COST_PIPELINES} pipelines x {COST_STAGES} stages",
             cost,
             ["passes", "p50_ms", "p95_ms", "max_ms", "queries"],
         )
@@ -302,6 +344,7 @@ def run() -> None:
                 "window_s": 300,
                 "rollup_every_s": ROLLUP_EVERY_S,
                 "evaluate_every_s": EVALUATE_EVERY_S,
+                "prompt_check": "after each rollup pass, once per pipeline per 2 s at most",
                 "retrieval_ms_before_after": [150, 600],
                 "budget": "retrieval p95 350 ms",
                 "cost_pipelines": COST_PIPELINES,

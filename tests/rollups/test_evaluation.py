@@ -8,7 +8,8 @@ import pytest
 
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
-from apps.rollups.services.evaluation import budgets_evaluate, evaluation_window
+from apps.rollups.services.budget_window import evaluation_window
+from apps.rollups.services.evaluation import budgets_evaluate
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.rollups.evaluation_data import at, hex_id, make_sample, make_trace, ns_at, put_rollup

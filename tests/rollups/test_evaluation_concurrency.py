@@ -1,14 +1,20 @@
-"""Two evaluations of one tick at once: one does the work, the other leaves; constraints back it."""
+"""Evaluations of one pipeline at once take turns, each tick counts once; constraints back it."""
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 
 from apps.rollups.models import Violation
-from apps.rollups.services.evaluation import EvaluationResult, budgets_evaluate
+from apps.rollups.services.evaluation import (
+    EvaluationResult,
+    budgets_check_promptly,
+    budgets_evaluate,
+)
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.rollups.evaluation_data import at, put_rollup
@@ -78,3 +84,40 @@ def test_the_database_refuses_a_second_open_violation_for_one_scope(
         Violation.objects.create(**fields)
     Violation.objects.create(**{**fields, "percentile": "p99"})
     assert Violation.objects.filter(closed_at__isnull=True).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prompt_check_and_a_tick_at_once_open_one_violation(world: TeamWorld) -> None:
+    cache.clear()  # the prompt check's once-per-period claims
+    pipeline = make_pipeline(world.team, "rag-chat", budget={"p95": 2500})
+    stage = make_stage(pipeline, "retrieval", budget_ms=350)
+    errors: list[BaseException] = []
+
+    def run(evaluate: Callable[..., object], barrier: threading.Barrier, **kwargs: Any) -> None:
+        try:
+            barrier.wait()
+            evaluate(**kwargs)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    for tick in range(5):
+        put_rollup(pipeline, stage, at(tick * 10), np.full(40, 600.0))
+        now = at(tick * 10 + 5)
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=run, args=(budgets_evaluate, barrier), kwargs={"now": now}),
+            threading.Thread(
+                target=run,
+                args=(budgets_check_promptly, barrier),
+                kwargs={"now": now, "pipeline_ids": [pipeline.pk]},
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert Violation.objects.filter(closed_at__isnull=True).count() == 1
+        Violation.objects.all().delete()

@@ -1,43 +1,50 @@
-"""Budget evaluation: window percentiles from 10 s and minute rollups, violations with hysteresis.
+"""Budget evaluation: violations open, follow their scope and close with hysteresis.
 
-Every pass looks at each pipeline's budgets (each end-to-end percentile, each
-stage's percentile of wall time) over the sliding window ``evaluation_window_s``
-ending with the 10 s bucket that holds ``now``. A scope with fewer than
-``min_samples`` values gets no verdict: its open violation neither advances nor
-recovers. A violation opens when the percentile is over budget, follows the
-latest and the peak value, and closes after ``close_after`` consecutive
-evaluations back under budget.
+Two kinds of evaluation read the same window (see ``budget_window``):
+
+The regular tick, every 10 s over every pipeline, gives each scope its verdict. A
+scope with fewer than ``min_samples`` values gets none: its open violation neither
+advances nor recovers. A violation opens when the percentile is over budget,
+follows the latest and the peak value, and closes after ``close_after``
+consecutive ticks back under budget.
+
+A prompt check runs between ticks, right after a rollup pass rewrote a pipeline's
+10 s buckets, so that a budget broken by fresh data opens its violation without
+waiting for the next tick. It only acts on scopes over budget: it opens their
+violation, or follows an open one (latest and peak value, and the count of ticks
+under budget back to zero, since the budget is broken again). A scope under budget
+is left to the tick: a prompt check never counts toward closing, never closes, and
+never moves the tick's mark, so the hysteresis means ``close_after`` ticks whatever
+the rollup traffic.
 """
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
+from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import (
-    E2E_STAGE_ID,
-    BudgetEvaluation,
-    Measure,
-    RollupBucket,
-    StageSample,
-    Violation,
+from apps.rollups.models import BudgetEvaluation, Violation
+from apps.rollups.services.budget_window import (
+    Scope,
+    Window,
+    evaluation_tick,
+    evaluation_window,
+    pipeline_scopes,
+    slowest_trace_ids,
+    window_sketches,
 )
-from apps.rollups.services.fit import DURATION_NS
-from apps.rollups.services.objectives import window_tiles
 from apps.rollups.sketch import Sketch
 
-EVALUATION_INTERVAL_S = 10
-BUCKET_S = 10
-WINDOW_RESOLUTIONS = (60, BUCKET_S)
-EXAMPLES = 5
-NS_PER_S = 1_000_000_000
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+# One prompt check per pipeline per period this long: the rollup beat's, so a pipeline
+# with steady traffic is checked after every pass, and no more often however many
+# passes or workers there are.
+PROMPT_CHECK_INTERVAL_S = 2
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 # What every evaluation of an open violation changes, and what it may change.
 _FOLLOWED = ["observed_ms", "sample_count", "last_evaluated_at", "consecutive_ok"]
@@ -45,39 +52,6 @@ _WRITTEN = [
     "observed_ms", "sample_count", "budget_ms", "window_s", "last_evaluated_at",
     "consecutive_ok", "peak_ms", "example_trace_ids", "closed_at",
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Scope:
-    """One budget to check: the end-to-end time (``stage`` None) or a stage's wall time."""
-
-    stage: Stage | None
-    percentile: str
-    budget_ms: int
-
-    @property
-    def stage_id(self) -> int:
-        return self.stage.pk if self.stage is not None else E2E_STAGE_ID
-
-    @property
-    def key(self) -> tuple[int | None, str]:
-        return (self.stage.pk if self.stage is not None else None, self.percentile)
-
-
-@dataclass(frozen=True)
-class Window:
-    """Buckets starting in [start, end): the evaluation window, whole 10 s buckets."""
-
-    start: datetime
-    end: datetime
-
-    @property
-    def start_ns(self) -> int:
-        return int(self.start.timestamp()) * NS_PER_S
-
-    @property
-    def end_ns(self) -> int:
-        return int(self.end.timestamp()) * NS_PER_S
 
 
 @dataclass
@@ -91,98 +65,6 @@ class EvaluationResult:
     def add(self, other: "EvaluationResult") -> None:
         for name in ("pipelines", "skipped", "opened", "updated", "closed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-def evaluation_tick(now: datetime) -> datetime:
-    """The start of the 10 s evaluation period holding ``now``: one evaluation per tick."""
-    seconds = int(now.timestamp())
-    return datetime.fromtimestamp(seconds - seconds % EVALUATION_INTERVAL_S, tz=UTC)
-
-
-def evaluation_window(*, now: datetime, window_s: int) -> Window:
-    end = evaluation_tick(now) + timedelta(seconds=BUCKET_S)
-    return Window(start=end - timedelta(seconds=window_s), end=end)
-
-
-def pipeline_scopes(pipeline: Pipeline, stages: Iterable[Stage]) -> list[Scope]:
-    scopes = [Scope(None, percentile, ms) for percentile, ms in pipeline.budget.items()]
-    scopes += [
-        Scope(stage, stage.budget_percentile, stage.budget_ms)
-        for stage in stages
-        if stage.budget_ms is not None
-    ]
-    return scopes
-
-
-def window_sketches(
-    *, pipeline_id: int, stage_ids: Iterable[int], window: Window
-) -> dict[int, Sketch]:
-    """Wall-time sketches by stage id (E2E_STAGE_ID for end to end), merged over the window."""
-    # Whole minutes inside the window come from minute buckets (written in the same
-    # rollup pass as their 10 s children): a third of the sketches to decode.
-    tiles = Q()
-    for resolution, low, high in window_tiles(
-        int(window.start.timestamp()), int(window.end.timestamp()), WINDOW_RESOLUTIONS
-    ):
-        tiles |= Q(
-            resolution=resolution,
-            bucket_start__gte=datetime.fromtimestamp(low, tz=UTC),
-            bucket_start__lt=datetime.fromtimestamp(high, tz=UTC),
-        )
-    rows = RollupBucket.objects.filter(
-        tiles, pipeline_id=pipeline_id, stage_id__in=list(stage_ids), measure=Measure.WALL
-    ).values_list("stage_id", "sketch")
-    parts: dict[int, list[Sketch]] = defaultdict(list)
-    for stage_id, data in rows:
-        parts[stage_id].append(Sketch.from_bytes(bytes(data)))
-    return {stage_id: Sketch.merged(sketches) for stage_id, sketches in parts.items()}
-
-
-def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: Window) -> list[str]:
-    """Hex ids of the slowest traces of the window for a scope, slowest first."""
-    if scope.stage is None:
-        ids = (
-            Trace.objects.filter(
-                team_id=pipeline.team_id,
-                pipeline_id=pipeline.pk,
-                start_ns__gte=window.start_ns,
-                start_ns__lt=window.end_ns,
-                end_ns__isnull=False,
-                finalized_at__isnull=False,
-                incomplete=False,
-            )
-            .annotate(elapsed_ns=DURATION_NS)
-            .order_by("-elapsed_ns", "pk")
-            .values_list("trace_id", flat=True)[:EXAMPLES]
-        )
-        return [bytes(trace_id).hex() for trace_id in ids]
-    trace_pks = list(
-        StageSample.objects.filter(
-            pipeline_id=pipeline.pk,
-            stage_id=scope.stage.pk,
-            start_ns__gte=window.start_ns,
-            start_ns__lt=window.end_ns,
-        )
-        .order_by("-wall_ns", "trace_pk")
-        .values_list("trace_pk", flat=True)[:EXAMPLES]
-    )
-    hex_ids = {
-        pk: bytes(trace_id).hex()
-        for pk, trace_id in Trace.objects.filter(pk__in=trace_pks).values_list("pk", "trace_id")
-    }
-    return [hex_ids[pk] for pk in trace_pks if pk in hex_ids]
-
-
-def _claim(pipeline: Pipeline, tick: datetime) -> bool:
-    """Move the pipeline's evaluation mark to ``tick``; False when this tick already ran.
-
-    The conditional update waits for a concurrent evaluation of the same pipeline
-    to commit and then matches no row, so the second run leaves without writing.
-    """
-    updated = BudgetEvaluation.objects.filter(pipeline=pipeline, evaluated_at__lt=tick).update(
-        evaluated_at=tick
-    )
-    return updated == 1
 
 
 @dataclass
@@ -205,6 +87,7 @@ def _evaluate_scope(
     violation: Violation | None,
     window: Window,
     now: datetime,
+    tick: bool,
     changes: _Changes,
 ) -> None:
     count = sketch.count if sketch is not None else 0
@@ -234,6 +117,8 @@ def _evaluate_scope(
                 )
             )
         return
+    if not over and not tick:
+        return  # recovery is counted by the tick alone
     reshaped = (violation.budget_ms, violation.window_s) != (
         scope.budget_ms,
         pipeline.evaluation_window_s,
@@ -260,65 +145,134 @@ def _evaluate_scope(
     changes.add(violation, reshaped=reshaped)
 
 
-def pipeline_budgets_evaluate(
-    *, pipeline: Pipeline, stages: Iterable[Stage], now: datetime
+def _evaluate(
+    *, pipeline: Pipeline, stages: Iterable[Stage], now: datetime, tick: bool
 ) -> EvaluationResult:
-    """One evaluation of one pipeline at the tick of ``now``; a no-op if that tick ran."""
-    result = EvaluationResult()
+    """Evaluate and write; the caller holds the pipeline's BudgetEvaluation row."""
     scopes = pipeline_scopes(pipeline, stages)
     window = evaluation_window(now=now, window_s=pipeline.evaluation_window_s)
-    with transaction.atomic():
-        if not _claim(pipeline, evaluation_tick(now)):
-            result.skipped = 1
-            return result
-        result.pipelines = 1
-        sketches = window_sketches(
-            pipeline_id=pipeline.pk, stage_ids={s.stage_id for s in scopes}, window=window
+    sketches = window_sketches(
+        pipeline_id=pipeline.pk, stage_ids={s.stage_id for s in scopes}, window=window
+    )
+    open_violations = {
+        (v.stage_id, v.percentile): v
+        for v in Violation.objects.filter(pipeline=pipeline, closed_at__isnull=True)
+    }
+    changes = _Changes()
+    for scope in scopes:
+        _evaluate_scope(
+            pipeline=pipeline,
+            scope=scope,
+            sketch=sketches.get(scope.stage_id),
+            violation=open_violations.pop(scope.key, None),
+            window=window,
+            now=now,
+            tick=tick,
+            changes=changes,
         )
-        open_violations = {
-            (v.stage_id, v.percentile): v
-            for v in Violation.objects.filter(pipeline=pipeline, closed_at__isnull=True)
-        }
-        changes = _Changes()
-        for scope in scopes:
-            _evaluate_scope(
-                pipeline=pipeline,
-                scope=scope,
-                sketch=sketches.get(scope.stage_id),
-                violation=open_violations.pop(scope.key, None),
-                window=window,
-                now=now,
-                changes=changes,
-            )
+    if tick:
         # A budget removed or moved to another percentile leaves nothing to recover from.
         for violation in open_violations.values():
             violation.closed_at = now
             changes.add(violation, reshaped=True)
-        Violation.objects.bulk_create(changes.opened)
-        # Most evaluations change four columns; bulk_update's cost grows with rows x fields.
-        Violation.objects.bulk_update(changes.followed, _FOLLOWED)
-        Violation.objects.bulk_update(changes.reshaped, _WRITTEN)
-    result.opened = len(changes.opened)
-    result.updated = len(changes.followed) + len(changes.reshaped)
-    result.closed = sum(1 for v in changes.reshaped if v.closed_at is not None)
-    return result
+    Violation.objects.bulk_create(changes.opened)
+    # Most evaluations change four columns; bulk_update's cost grows with rows x fields.
+    Violation.objects.bulk_update(changes.followed, _FOLLOWED)
+    Violation.objects.bulk_update(changes.reshaped, _WRITTEN)
+    return EvaluationResult(
+        pipelines=1,
+        opened=len(changes.opened),
+        updated=len(changes.followed) + len(changes.reshaped),
+        closed=sum(1 for v in changes.reshaped if v.closed_at is not None),
+    )
+
+
+def _claim(pipeline: Pipeline, tick: datetime) -> bool:
+    """Move the pipeline's evaluation mark to ``tick``; False when this tick already ran.
+
+    The conditional update waits for a concurrent evaluation of the same pipeline
+    to commit and then matches no row, so the second run leaves without writing.
+    """
+    updated = BudgetEvaluation.objects.filter(pipeline=pipeline, evaluated_at__lt=tick).update(
+        evaluated_at=tick
+    )
+    return updated == 1
+
+
+def _marks_create(pipelines: Iterable[Pipeline]) -> None:
+    BudgetEvaluation.objects.bulk_create(
+        [BudgetEvaluation(pipeline=pipeline, evaluated_at=_NEVER) for pipeline in pipelines],
+        ignore_conflicts=True,
+    )
+
+
+def _with_stages(pipelines: QuerySet[Pipeline]) -> list[Pipeline]:
+    return list(
+        pipelines.order_by("pk").prefetch_related(
+            Prefetch("stages", queryset=Stage.objects.order_by("position", "pk"))
+        )
+    )
+
+
+def pipeline_budgets_evaluate(
+    *, pipeline: Pipeline, stages: Iterable[Stage], now: datetime
+) -> EvaluationResult:
+    """One evaluation of one pipeline at the tick of ``now``; a no-op if that tick ran."""
+    with transaction.atomic():
+        if not _claim(pipeline, evaluation_tick(now)):
+            return EvaluationResult(skipped=1)
+        return _evaluate(pipeline=pipeline, stages=stages, now=now, tick=True)
 
 
 def budgets_evaluate(*, now: datetime | None = None) -> EvaluationResult:
     """Evaluate every pipeline's budgets once for the tick of ``now``; safe to run twice."""
     now = now or timezone.now()
     result = EvaluationResult()
-    pipelines = list(
-        Pipeline.objects.order_by("pk").prefetch_related(
-            Prefetch("stages", queryset=Stage.objects.order_by("position", "pk"))
-        )
-    )
-    BudgetEvaluation.objects.bulk_create(
-        [BudgetEvaluation(pipeline=pipeline, evaluated_at=_NEVER) for pipeline in pipelines],
-        ignore_conflicts=True,
-    )
+    pipelines = _with_stages(Pipeline.objects.all())
+    _marks_create(pipelines)
     for pipeline in pipelines:
         result.add(
             pipeline_budgets_evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now)
         )
+    return result
+
+
+def _prompt_check_due(pipeline_id: int, now: datetime) -> bool:
+    """Claim the pipeline's prompt check for the period holding ``now``; False if taken.
+
+    The period is named after ``now``, not the clock, and the key outlives it; add()
+    is atomic, so any number of workers check a pipeline once per period.
+    """
+    period = int(now.timestamp()) // PROMPT_CHECK_INTERVAL_S
+    key = f"budgets:prompt-check:{pipeline_id}:{period}"
+    return cache.add(key, 1, timeout=2 * PROMPT_CHECK_INTERVAL_S)
+
+
+def budgets_check_promptly(
+    *, pipeline_ids: Iterable[int], now: datetime | None = None
+) -> EvaluationResult:
+    """Open (or follow) the violations of these pipelines' budgets broken now, between ticks.
+
+    For the pipelines whose rollups just changed; one already checked in the current
+    ``PROMPT_CHECK_INTERVAL_S`` period is skipped. Never closes and never counts
+    toward closing (see the module's docstring).
+    """
+    now = now or timezone.now()
+    ids = sorted(set(pipeline_ids))
+    due = [pipeline_id for pipeline_id in ids if _prompt_check_due(pipeline_id, now)]
+    result = EvaluationResult(skipped=len(ids) - len(due))
+    if not due:
+        return result
+    pipelines = _with_stages(Pipeline.objects.filter(pk__in=due))
+    _marks_create(pipelines)
+    for pipeline in pipelines:
+        with transaction.atomic():
+            # The tick's row lock: a check and a tick of one pipeline take turns, each
+            # reading the violations the other wrote. No row: deleted meanwhile.
+            mark = BudgetEvaluation.objects.select_for_update().filter(pipeline=pipeline)
+            if not mark.values_list("pk", flat=True):
+                continue
+            result.add(
+                _evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now, tick=False)
+            )
     return result

@@ -40,6 +40,8 @@ DIRTY_KEY = ["pipeline_id", "resolution", "bucket_start"]
 @dataclass
 class RollupResult:
     claimed: dict[int, int] = field(default_factory=dict)
+    # By resolution, the pipelines whose buckets were rewritten: whose budgets to check.
+    pipelines: dict[int, set[int]] = field(default_factory=dict)
     rows_written: int = 0
     rows_deleted: int = 0
 
@@ -82,6 +84,8 @@ def _process_resolution(
             pipeline_id, pipelines.get(pipeline_id), resolution, sorted(starts[pipeline_id]),
             now=now, result=result,
         )  # fmt: skip
+        if rewritten:
+            result.pipelines.setdefault(resolution, set()).add(pipeline_id)
         if resolution in PARENT:
             parent = PARENT[resolution]
             parents |= {(pipeline_id, start - start % parent) for start in rewritten}
