@@ -5,9 +5,9 @@ buckets for the last 2 hours, minutes for 3 days, hours and days for 30 days.
 Each bucket of each series (end to end, untracked, and wall and critical-path
 time of every stage: 42 series) holds a sketch of 50 to 500 lognormal values.
 Requests go through the full Django stack in process with a personal API token.
-"warm": the process has answered the same window before, so the decoded
-sketches of unchanged buckets come from its cache; "cold": that cache is
-emptied before every request.
+The process keeps no decoded sketches between requests, so every request decodes
+and merges all the sketches its window needs: what an earlier version, which
+cached decoded sketches per process, called a cold request.
 """
 
 import time
@@ -25,7 +25,6 @@ from bench.report import print_rows, print_table, summarise, write
 
 STAGES = 20
 REQUESTS = 50
-COLD_REQUESTS = 15
 HORIZONS = {10: 2 * 3600, 60: 3 * 86400, 3600: 30 * 86400, 86400: 30 * 86400}
 WINDOWS = ["15m", "1h", "24h", "7d", "30d"]
 
@@ -106,14 +105,10 @@ def _sizes() -> dict[str, dict[str, Any]]:
     return rows
 
 
-def _time(client: Client, url: str, auth: dict[str, str], *, cold: bool) -> list[float]:
-    from apps.rollups.selectors.decoded import decoded_sketches_clear
-
-    client.get(url, headers=auth)  # connections, and for warm runs the cache
+def _time(client: Client, url: str, auth: dict[str, str]) -> list[float]:
+    client.get(url, headers=auth)  # connections and the database's cache
     samples = []
-    for _ in range(COLD_REQUESTS if cold else REQUESTS):
-        if cold:
-            decoded_sketches_clear()
+    for _ in range(REQUESTS):
         start = time.perf_counter()
         response = client.get(url, headers=auth)
         samples.append((time.perf_counter() - start) * 1000)
@@ -140,9 +135,7 @@ def run() -> None:
         urls["series 7d e2e p95"] = f"{base}series?window=7d"
         timings: dict[str, dict[str, Any]] = {}
         for name, url in urls.items():
-            timings[f"{name}, warm"] = summarise(_time(client, url, auth, cold=False))
-        for name, url in urls.items():
-            timings[f"{name}, cold"] = summarise(_time(client, url, auth, cold=True))
+            timings[name] = summarise(_time(client, url, auth))
         print_table("Percentile and series API, server time in process (ms)", timings)
         sizes = _sizes()
         print_rows("Stored sketches", sizes, ["rows", "bytes_mean", "bytes_min", "bytes_max"])
@@ -155,7 +148,6 @@ def run() -> None:
                 "rows": rows,
                 "values_per_bucket": "50-500 lognormal",
                 "requests": REQUESTS,
-                "cold_requests": COLD_REQUESTS,
             },
         )
         print(f"\nwritten {path}")

@@ -21,6 +21,7 @@ from ddsketch.pb import ddsketch_pb2
 from ddsketch.pb.proto import DDSketchProto
 
 from apps.rollups.sketch import Rule, Sketch
+from apps.rollups.sketch_batch import merged_from_bytes
 from bench.report import percentile, print_rows, write
 
 QS = (0.5, 0.9, 0.95, 0.99)
@@ -118,6 +119,10 @@ def _operation_rows(rng: np.random.Generator) -> dict[str, dict[str, Any]]:
         "decode and merge 1,440 stored minute sketches": (
             lambda: Sketch.merged(Sketch.from_bytes(b) for b in stored),
             5,
+        ),
+        "decode and merge 1,440 stored minute sketches, batch": (
+            lambda: merged_from_bytes(stored),
+            20,
         ),
         "merge one minute into a sketch in place": (lambda: day.copy().merge(minutes[0]), 2000),
         "p50/p90/p95/p99 of a day sketch": (lambda: day.quantiles(QS), 2000),

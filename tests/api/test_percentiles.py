@@ -9,7 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.pipelines.models import Stage
-from apps.rollups.models import RollupBucket
+from apps.rollups.models import Measure, RollupBucket
+from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.sketch import Sketch
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import ApiWorld, error_of, session_client, token_client
@@ -186,6 +187,20 @@ def test_a_pipeline_without_data_answers_no_data(api: ApiWorld) -> None:
     assert [stage["status"] for stage in body["stages"]] == ["no_data", "no_data"]
     assert body["stages"][0]["critical_path"]["share"] is None
     assert body["untracked"] == {"critical_path": {"share": None, "mean_ms": None}}
+
+
+def test_a_corrupt_stored_sketch_raises_the_decoders_error(traffic: Traffic) -> None:
+    bucket = RollupBucket.objects.get(
+        pipeline_id=traffic.api.pipeline.pk,
+        stage_id=traffic.api.retrieval.pk,
+        measure=Measure.WALL,
+        resolution=3600,
+        bucket_start=datetime(2025, 1, 15, 10, tzinfo=UTC),
+    )
+    bucket.sketch = bytes(bucket.sketch) + b"\x00"
+    bucket.save()
+    with pytest.raises(ValueError, match="sketch bytes have trailing data"):
+        pipeline_percentiles(pipeline=traffic.api.pipeline, start=epoch(FROM), end=epoch(TO))
 
 
 def test_a_window_reaching_past_the_kept_10s_buckets_is_widened(api: ApiWorld) -> None:

@@ -1,5 +1,6 @@
 """The series API: points per step from merged buckets, never more than asked for."""
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from apps.rollups.selectors.series import point_count, series_step
+from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+from apps.rollups.selectors.series import pipeline_series, point_count, series_step
 from apps.rollups.sketch import Sketch
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import ApiWorld, error_of, session_client, token_client
@@ -80,6 +82,27 @@ def test_a_stages_critical_path_series(api: ApiWorld, traces: list[HandTrace]) -
     assert (body["stage"], body["measure"], body["p"]) == ("retrieval", "critical", 95)
     first = [t.stages[api.retrieval.pk][1] for t in traces if t.start < START + HOUR]
     assert body["points"][0]["value"] == p95_of(first)
+
+
+def test_a_corrupt_stored_sketch_raises_the_decoders_error(
+    api: ApiWorld, traces: list[HandTrace]
+) -> None:
+    bucket = RollupBucket.objects.filter(
+        pipeline_id=api.pipeline.pk, stage_id=E2E_STAGE_ID, resolution=60
+    ).earliest("bucket_start")
+    bucket.sketch = bytes(bucket.sketch)[:-1]
+    bucket.save()
+    with pytest.raises(ValueError, match=r"^sketch ") as one_by_one:
+        Sketch.from_bytes(bucket.sketch)
+    with pytest.raises(ValueError, match=f"^{re.escape(str(one_by_one.value))}$"):
+        pipeline_series(
+            pipeline=api.pipeline,
+            stage_id=E2E_STAGE_ID,
+            measure=Measure.WALL,
+            quantile=0.95,
+            start=START,
+            end=END,
+        )
 
 
 @pytest.mark.parametrize(

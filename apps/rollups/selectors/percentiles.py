@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
-from apps.rollups.selectors.decoded import decoded_sketch
 from apps.rollups.selectors.windows import Tile, Window, tiles_filter, window_tiles
 from apps.rollups.sketch import Sketch
+from apps.rollups.sketch_batch import Blob, merged_groups
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 NS_PER_MS = 1_000_000
@@ -32,23 +32,16 @@ class Distribution:
     errors: int = 0
     sum_ns: int = 0
     max_ns: int = 0
-    sketches: list[Sketch] = field(default_factory=list)
-    _merged: Sketch | None = None
-
-    @property
-    def merged(self) -> Sketch:
-        if self._merged is None:
-            self._merged = Sketch.merged(self.sketches)
-        return self._merged
+    sketch: Sketch = field(default_factory=Sketch)
 
     def percentiles(self) -> dict[str, float | None]:
         if not self.count:
             return dict.fromkeys(PERCENTILES)
-        values = self.merged.quantiles([QUANTILES[p] for p in PERCENTILES])
+        values = self.sketch.quantiles([QUANTILES[p] for p in PERCENTILES])
         return {p: ms(v) for p, v in zip(PERCENTILES, values, strict=True)}
 
     def percentile(self, name: str) -> float | None:
-        return ms(self.merged.quantile(QUANTILES[name])) if self.count else None
+        return ms(self.sketch.quantile(QUANTILES[name])) if self.count else None
 
     @property
     def max_ms(self) -> float | None:
@@ -90,14 +83,17 @@ class PipelinePercentiles:
 
 
 def _distributions(*, pipeline: Pipeline, tiles: list[Tile]) -> dict[tuple[int, int], Distribution]:
-    """Rows of the tiles summed per (stage id, measure), sketches decoded (and cached)."""
+    """Rows of the tiles summed per (stage id, measure), their sketches merged in one pass."""
     totals: dict[tuple[int, int], Distribution] = defaultdict(Distribution)
     rows = (
         RollupBucket.objects.filter(pipeline_id=pipeline.pk)
         .filter(tiles_filter(tiles))
         .values_list("stage_id", "measure", "count", "error_count", "sum_ns", "max_ns", "sketch")
     )
-    for stage_id, measure, count, errors, sum_ns, max_ns, sketch in rows:
+    sketches: list[Blob] = []
+    groups: list[int] = []
+    scopes: dict[tuple[int, int], int] = {}
+    for stage_id, measure, count, errors, sum_ns, max_ns, blob in rows:
         if not count:
             continue
         total = totals[(stage_id, measure)]
@@ -106,7 +102,11 @@ def _distributions(*, pipeline: Pipeline, tiles: list[Tile]) -> dict[tuple[int, 
         total.sum_ns += sum_ns
         total.max_ns = max(total.max_ns, max_ns)
         if stage_id != UNTRACKED_STAGE_ID:  # only its share and mean are shown
-            total.sketches.append(decoded_sketch(sketch))
+            sketches.append(blob)
+            groups.append(scopes.setdefault((stage_id, measure), len(scopes)))
+    merged = merged_groups(blobs=sketches, groups=groups, group_count=len(scopes))
+    for scope, sketch in zip(scopes, merged, strict=True):
+        totals[scope].sketch = sketch
     return totals
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import RESOLUTIONS, RollupBucket
-from apps.rollups.selectors.decoded import decoded_sketch
 from apps.rollups.selectors.percentiles import ms
 from apps.rollups.selectors.windows import (
     COARSEST,
@@ -24,7 +23,7 @@ from apps.rollups.selectors.windows import (
     tile_window,
     tiles_filter,
 )
-from apps.rollups.sketch import Sketch
+from apps.rollups.sketch_batch import Blob, merged_groups
 
 DEFAULT_MAX_POINTS = 120
 # Steps a chart reads easily, tried in order when none is asked for.
@@ -114,15 +113,21 @@ def pipeline_series(
         for resolution, bucket_start, count, sketch in rows
         if count
     }
-    points = []
-    for point, tiles in point_tiles:
-        found = [stored[tile] for tile in tiles if tile in stored]
-        count = sum(count for count, _ in found)
-        value = None
-        if count:
-            merged = Sketch.merged(decoded_sketch(sketch) for _, sketch in found)
-            value = ms(merged.quantile(quantile))
-        points.append(Point(start=point, value=value, count=count))
+    counts = [0] * len(point_tiles)
+    sketches: list[Blob] = []
+    groups: list[int] = []
+    for number, (_, tiles) in enumerate(point_tiles):
+        for tile in tiles:
+            if tile in stored:
+                count, sketch = stored[tile]
+                counts[number] += count
+                sketches.append(sketch)
+                groups.append(number)
+    merged = merged_groups(blobs=sketches, groups=groups, group_count=len(point_tiles))
+    points = [
+        Point(start=point, value=ms(sketch.quantile(quantile)) if count else None, count=count)
+        for (point, _), count, sketch in zip(point_tiles, counts, merged, strict=True)
+    ]
     window = Window(
         requested_start=start,
         requested_end=end,
