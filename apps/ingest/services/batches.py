@@ -9,6 +9,8 @@ from django.db import connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from apps.core.binary_sql import server_bound_cursor
+from apps.core.transactions import commit_without_waiting
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.native_json import decode_native_json
 from apps.ingest.decoding.otlp_json import decode_otlp_json
@@ -33,7 +35,7 @@ def raw_batch_store(
     *, team: Team, token: IngestToken | None, encoding: int, body: bytes, span_count: int
 ) -> RawBatch:
     """Commit an accepted request body; the caller answers 2xx only after this returns."""
-    return RawBatch.objects.create(
+    batch = RawBatch(
         team=team,
         token=token,
         encoding=encoding,
@@ -41,6 +43,22 @@ def raw_batch_store(
         span_count=span_count,
         received_at=timezone.now(),
     )
+    if connection.vendor != "postgresql":
+        batch.save()
+        return batch
+    with server_bound_cursor() as cursor:  # the body as a binary parameter, not hex text
+        cursor.execute(
+            "INSERT INTO ingest_rawbatch (team_id, token_id, encoding, body, span_count, "
+            "received_at, attempts, last_error) VALUES (%s, %s, %s, %b, %s, %s, 0, '') "
+            "RETURNING id",
+            [team.pk, token.pk if token else None, encoding, body, span_count, batch.received_at],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    batch.pk = row[0]
+    batch._state.adding = False
+    batch._state.db = connection.alias
+    return batch
 
 
 def accepted_batch_store(
@@ -79,6 +97,17 @@ class DrainResult:
         return self.batches > 0
 
 
+def _bodies(pks: list[int]) -> dict[int, bytes]:
+    if connection.vendor != "postgresql":
+        rows = RawBatch.objects.filter(pk__in=pks).values_list("pk", "body")
+        return {pk: bytes(body) for pk, body in rows}
+    with server_bound_cursor() as cursor:  # bodies in binary, not as hex text
+        cursor.execute(
+            "SELECT id, body FROM ingest_rawbatch WHERE id = ANY(%s)", [pks], binary=True
+        )
+        return dict(cursor.fetchall())
+
+
 def _decode(batch: RawBatch) -> DecodeResult:
     decoder = DECODERS.get(batch.encoding)
     if decoder is None:  # span rows written for PostgreSQL, found on another database
@@ -97,6 +126,7 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
     max_spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
     result = DrainResult()
     with transaction.atomic():
+        commit_without_waiting()  # a lost commit leaves its batches pending: redone
         pending = RawBatch.objects.filter(last_error="").order_by("id")
         if connection.features.has_select_for_update_skip_locked:
             pending = pending.select_for_update(skip_locked=True)
@@ -108,9 +138,7 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
             result.spans_received += batch.span_count
         if not batches:
             return result
-        bodies = dict(
-            RawBatch.objects.filter(pk__in=[b.pk for b in batches]).values_list("pk", "body")
-        )
+        bodies = _bodies([b.pk for b in batches])
         rows: list[bytes] = []
         records_by_team: dict[int, list] = {}
         done: list[int] = []

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Prefetch, Q
 from django.utils import timezone
 
+from apps.core.transactions import commit_without_waiting
 from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import Trace, TraceState
 from apps.ingest.stored import analysis_span
@@ -88,6 +89,7 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
     now = now or timezone.now()
     result = FinalizeResult()
     with transaction.atomic():
+        commit_without_waiting()  # a lost commit leaves its traces open: finalized again
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True)

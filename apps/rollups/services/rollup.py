@@ -29,6 +29,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.transactions import commit_without_waiting
 from apps.rollups.models import RESOLUTIONS, DirtyBucket, RollupBucket
 from apps.rollups.services import rollup_compute
 from apps.rollups.services.rollup_compute import PipelineInfo, as_datetime
@@ -56,6 +57,7 @@ def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> R
     result = RollupResult()
     for resolution in RESOLUTIONS:
         with transaction.atomic():
+            commit_without_waiting()  # a lost commit leaves its dirty rows: redone
             _process_resolution(resolution, limit=limit, now=now, result=result)
     return result
 
