@@ -74,13 +74,18 @@ _LOCK_TRACES = f"""
 # changes nothing (no DISTINCT needed: DO NOTHING also skips rows this statement
 # inserted itself).
 _INSERT_SPANS = f"""
-    WITH inserted AS (
+    WITH touched AS MATERIALIZED (
+        -- The drain's traces by index lookups: joined directly, the planner would hash
+        -- the whole trace table (a scan of every trace kept) to match a few thousand.
+        SELECT id, team_id, trace_id FROM ingest_trace
+        WHERE (team_id, trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
+    ), inserted AS (
         INSERT INTO ingest_span ({", ".join(SPAN_COLUMNS)})
         SELECT t.id, s.span_id, s.start_ns, s.team_id, s.trace_id, s.parent_span_id, s.name,
             s.service, s.kind, s.end_ns, s.status, s.status_message, s.scope_name,
             s.attributes, s.events, %(now)s
         FROM {_STAGING} AS s
-        JOIN ingest_trace AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
+        JOIN touched AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
         ON CONFLICT DO NOTHING
         RETURNING trace_pk, span_id, parent_span_id IS NULL AS is_root
     ), per_trace AS (
@@ -120,6 +125,8 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
     with connection.cursor() as django_cursor:
         cursor = django_cursor.cursor
         cursor.execute(_CREATE_STAGING)
+        # Joins and sorts over tens of thousands of wide rows: in memory, not on disk.
+        cursor.execute("SET LOCAL work_mem = '64MB'")
         # Empty after every commit (ON COMMIT DELETE ROWS, cheaper than TRUNCATE); rows
         # are left only when an enclosing transaction stored spans before.
         cursor.execute(f"DELETE FROM {_STAGING}")
