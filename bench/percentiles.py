@@ -4,14 +4,19 @@ One pipeline of 20 stages with rollups as retention leaves them: 10-second
 buckets for the last 2 hours, minutes for 3 days, hours and days for 30 days.
 Each bucket of each series (end to end, untracked, and wall and critical-path
 time of every stage: 42 series) holds a sketch of 50 to 500 lognormal values.
-Requests go through the full Django stack in process with a personal API token.
+Beside them, ``BENCH_SPANS`` spans (default 10,000,000) over the last 7 days fill
+the span table's day partitions, as a busy deployment holds them: the API reads no
+spans, and this shows the answers do not slow down with a large span table beside
+the rollups. Requests go through the full Django stack in process with a personal
+API token.
 The process keeps no decoded sketches between requests, so every request decodes
 and merges all the sketches its window needs: what an earlier version, which
 cached decoded sketches per process, called a cold request.
 """
 
+import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -27,6 +32,40 @@ STAGES = 20
 REQUESTS = 50
 HORIZONS = {10: 2 * 3600, 60: 3 * 86400, 3600: 30 * 86400, 86400: 30 * 86400}
 WINDOWS = ["15m", "1h", "24h", "7d", "30d"]
+SPANS = int(os.environ.get("BENCH_SPANS", "10000000"))
+SPAN_DAYS = 7
+
+
+def _store_spans(team_id: int, now: int) -> int:
+    """Spans of 8-span traces spread over the last days, written by PostgreSQL itself."""
+    from apps.core.partitions import partitions_ensure
+
+    if connection.vendor != "postgresql" or SPANS <= 0:
+        return 0
+    today = datetime.fromtimestamp(now, tz=UTC).date()
+    partitions_ensure("ingest_span", first=today - timedelta(days=SPAN_DAYS), last=today)
+    first_ns = (now - SPAN_DAYS * 86400) * 1_000_000_000
+    step_ns = SPAN_DAYS * 86400 * 1_000_000_000 // SPANS
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO ingest_span (trace_pk, span_id, start_ns, team_id, trace_id,
+                parent_span_id, name, service, kind, end_ns, status, status_message,
+                scope_name, attributes, events, received_at)
+            SELECT g / 8, int8send(g), %(first)s + g * %(step)s, %(team)s,
+                decode(md5((g / 8)::text), 'hex'),
+                CASE WHEN g %% 8 = 0 THEN NULL ELSE int8send(g - g %% 8) END,
+                (ARRAY['POST /v1/chat', 'auth', 'embeddings', 'vector.search', 'rerank',
+                       'tool.call', 'chat gpt-4o', 'queue.publish'])[g %% 8 + 1],
+                'chat-api', 1, %(first)s + g * %(step)s + 20000000, 0, '', 'chat-api',
+                jsonb_build_object('gen_ai.operation.name', 'chat', 'user.id', g %% 100000),
+                '[]'::jsonb, now()
+            FROM generate_series(0::bigint, %(count)s - 1) AS g
+            """,
+            {"first": first_ns, "step": step_ns, "team": team_id, "count": SPANS},
+        )
+        cursor.execute("ANALYZE ingest_span")
+    return SPANS
 
 
 def _populate(now: int) -> tuple[str, int]:
@@ -78,6 +117,10 @@ def _populate(now: int) -> tuple[str, int]:
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {RollupBucket._meta.db_table}")
     _, token = api_token_create(user=user, name="bench")
+    started = time.perf_counter()
+    spans = _store_spans(team.pk, now)
+    if spans:
+        print(f"{spans:,} spans stored in {time.perf_counter() - started:.1f} s")
     return token, rows
 
 
@@ -148,6 +191,7 @@ def run() -> None:
                 "rows": rows,
                 "values_per_bucket": "50-500 lognormal",
                 "requests": REQUESTS,
+                "spans_stored": SPANS if connection.vendor == "postgresql" else 0,
             },
         )
         print(f"\nwritten {path}")
