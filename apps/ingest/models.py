@@ -59,6 +59,10 @@ class Trace(models.Model):
     first_seen_at = models.DateTimeField()
     last_span_at = models.DateTimeField()
     span_count = models.PositiveIntegerField(default=0)
+    # The span table is partitioned by span start: these bound the partitions that hold
+    # the trace's spans, so reading them back probes a day or two, not every day kept.
+    first_span_start_ns = models.BigIntegerField(null=True, blank=True)
+    last_span_start_ns = models.BigIntegerField(null=True, blank=True)
 
     root_span_id = models.BinaryField(max_length=8, null=True, blank=True)
     root_name = models.CharField(max_length=500, blank=True)

@@ -1,12 +1,13 @@
 """Stored batches become spans, spans assemble into traces, quiet traces are finalized."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind
 
+from apps.core.partitions import partitions_ensure
 from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
 from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
@@ -19,6 +20,7 @@ from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.sdk import MS, T0, encode, readable
 
 TRACE = 0xABCDEF0123456789ABCDEF0123456789
+DAY = 86_400 * 1_000_000_000
 ROOT, AUTH, RETR_A, RETR_B, LLM = 0x10, 0x20, 0x30, 0x31, 0x40
 
 
@@ -206,3 +208,28 @@ def test_one_teams_spans_never_reach_another_teams_trace(world: TeamWorld, rag_p
     assert ours.pipeline == rag_pipeline
     assert theirs.pipeline is None
     assert not StageSample.objects.filter(team_id=world.other_team.pk).exists()
+
+
+def test_a_trace_knows_which_days_hold_its_spans_and_finalizes_with_all_of_them(
+    world: TeamWorld, rag_pipeline
+) -> None:
+    day = datetime.fromtimestamp(T0 / 1e9, tz=UTC).date()
+    partitions_ensure("ingest_span", first=day - timedelta(days=1), last=day + timedelta(days=3))
+    spans = rag_spans()
+    # A child whose clock is two days ahead lands in another day partition.
+    skewed = readable(
+        "auth.retry", 0x21, ROOT, start=T0 + 2 * DAY, end=T0 + 2 * DAY + 5 * MS, trace_id=TRACE
+    )
+    store(world.team, spans[:3])
+    raw_batches_drain()
+    store(world.team, [*spans[3:], skewed])
+    raw_batches_drain()
+
+    trace = Trace.objects.get()
+    assert (trace.first_span_start_ns, trace.last_span_start_ns) == (T0, T0 + 2 * DAY)
+    assert finalize_later() == 1
+    auth = StageSample.objects.get(
+        trace_pk=trace.pk, stage_id=rag_pipeline.stages.get(slug="auth").pk
+    )
+    assert auth.span_count == 2  # the skewed child was read back too
+    assert auth.wall_ns == 55 * MS

@@ -51,12 +51,12 @@ _CREATE_STAGING = (
 # so it is written once, complete, instead of created and then updated.
 _CREATE_TRACES = f"""
     INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
-        span_count, root_span_id, incomplete, error, untracked_critical_ns, revision,
-        root_name, root_service)
+        span_count, root_span_id, first_span_start_ns, last_span_start_ns, incomplete, error,
+        untracked_critical_ns, revision, root_name, root_service)
     SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s,
         count(DISTINCT (span_id, start_ns)),
         (array_agg(span_id ORDER BY span_id) FILTER (WHERE parent_span_id IS NULL))[1],
-        false, false, 0, 0, '', ''
+        min(start_ns), max(start_ns), false, false, 0, 0, '', ''
     FROM {_STAGING}
     GROUP BY team_id, trace_id
     ORDER BY team_id, trace_id
@@ -87,17 +87,20 @@ _INSERT_SPANS = f"""
         FROM {_STAGING} AS s
         JOIN touched AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
         ON CONFLICT DO NOTHING
-        RETURNING trace_pk, span_id, parent_span_id IS NULL AS is_root
+        RETURNING trace_pk, span_id, start_ns, parent_span_id IS NULL AS is_root
     ), per_trace AS (
         SELECT trace_pk, count(*) AS new_spans,
-            (array_agg(span_id ORDER BY span_id) FILTER (WHERE is_root))[1] AS root
+            (array_agg(span_id ORDER BY span_id) FILTER (WHERE is_root))[1] AS root,
+            min(start_ns) AS first_start, max(start_ns) AS last_start
         FROM inserted GROUP BY trace_pk
     )
     UPDATE ingest_trace AS t SET
         span_count = t.span_count + p.new_spans,
         last_span_at = %(now)s,
         state = {TraceState.OPEN},
-        root_span_id = COALESCE(t.root_span_id, p.root)
+        root_span_id = COALESCE(t.root_span_id, p.root),
+        first_span_start_ns = LEAST(t.first_span_start_ns, p.first_start),
+        last_span_start_ns = GREATEST(t.last_span_start_ns, p.last_start)
     FROM per_trace AS p
     WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s)
     RETURNING p.new_spans
@@ -167,7 +170,7 @@ def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes
     return found
 
 
-def _insert_new_spans_orm(rows: list[SpanRow]) -> list[tuple[int, bytes, bool]]:
+def _insert_new_spans_orm(rows: list[SpanRow]) -> list[tuple[int, bytes, bool, int]]:
     trace_pks = {row[0] for row in rows}
     stored = {
         (pk, bytes(sid))
@@ -181,7 +184,7 @@ def _insert_new_spans_orm(rows: list[SpanRow]) -> list[tuple[int, bytes, bool]]:
         ignore_conflicts=True,
         batch_size=500,
     )
-    return [(int(row[0]), bytes(row[1]), row[5] is None) for row in fresh]
+    return [(int(row[0]), bytes(row[1]), row[5] is None, int(row[2])) for row in fresh]
 
 
 def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
@@ -221,19 +224,35 @@ def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
     inserted = _insert_new_spans_orm(rows)
     new_per_trace: dict[int, int] = defaultdict(int)
     roots: dict[int, bytes] = {}
-    for trace_pk, span_id, is_root in inserted:
+    starts: dict[int, list[int]] = defaultdict(list)
+    for trace_pk, span_id, is_root, start_ns in inserted:
         new_per_trace[trace_pk] += 1
+        starts[trace_pk].append(start_ns)
         if is_root:
             roots.setdefault(trace_pk, span_id)
-    _traces_touch(new_per_trace, roots, now)
+    _traces_touch(new_per_trace, roots, starts, now)
     return WriteResult(spans_new=len(inserted), traces_touched=len(new_per_trace))
 
 
-def _traces_touch(new_per_trace: dict[int, int], roots: dict[int, bytes], now: datetime) -> None:
+_TOUCHED_FIELDS = [
+    "span_count", "last_span_at", "state", "root_span_id", "first_span_start_ns",
+    "last_span_start_ns",
+]  # fmt: skip
+
+
+def _traces_touch(
+    new_per_trace: dict[int, int],
+    roots: dict[int, bytes],
+    starts: dict[int, list[int]],
+    now: datetime,
+) -> None:
     for trace in Trace.objects.filter(pk__in=list(new_per_trace)):
         trace.span_count += new_per_trace[trace.pk]
         trace.last_span_at = now
         trace.state = TraceState.OPEN
         if trace.root_span_id is None and trace.pk in roots:
             trace.root_span_id = roots[trace.pk]
-        trace.save(update_fields=["span_count", "last_span_at", "state", "root_span_id"])
+        known = [v for v in (trace.first_span_start_ns, trace.last_span_start_ns) if v is not None]
+        trace.first_span_start_ns = min([*known, *starts[trace.pk]])
+        trace.last_span_start_ns = max([*known, *starts[trace.pk]])
+        trace.save(update_fields=_TOUCHED_FIELDS)
