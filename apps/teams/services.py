@@ -109,6 +109,8 @@ def _token_mark_used(token: BearerToken) -> None:
     otherwise write on every request.
     """
     now = timezone.now()
+    if token.last_used_at is not None and token.last_used_at >= now - LAST_USED_RESOLUTION:
+        return  # as read with the token just now: recent enough, no statement needed
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
     if type(token)._default_manager.filter(stale, pk=token.pk).update(last_used_at=now):
         token.last_used_at = now
