@@ -6,14 +6,16 @@ window 300 s, minimum 20 samples) runs at a median of 150 ms until its step
 time, then at 600 ms. The schedule is simulated in process on a virtual clock:
 traces are finalized (Trace and StageSample rows, buckets marked dirty) at the
 first whole second after their end, as the 1 s finalize beat does, or after their
-end plus the 10 s idle interval of the default settings; the rollup job runs
-every 2 s, followed by the prompt check of the pipelines whose 10 s buckets it
-rewrote (as the task it enqueues would), and the regular evaluation every 10 s,
-all given the virtual time. Each schedule is also run with the regular
-evaluation alone, for comparison. The window is full before the step; step times
-are spread over the evaluation period. The latency is the virtual time at which
-the violation opened minus the step time. With a full window of steady traffic,
-p95 flips once 5 % of the window is slow: 15 s of a 300 s window.
+end plus the 10 s idle interval of the default settings. A rollup pass runs right
+after each finalize pass that wrote samples (as the pass the finalize task
+enqueues, at most one a second), and on the 2 s rollup beat; each is followed by
+the prompt check of the pipelines whose 10 s buckets it rewrote (as the task it
+enqueues would). The regular evaluation runs every 10 s; all are given the
+virtual time. Each schedule is also run with the regular evaluation alone, for
+comparison. The window is full before the step; step times are spread over the
+evaluation period, one per pipeline, 40 in each mode. The latency is the virtual
+time at which the violation opened minus the step time. With a full window of
+steady traffic, p95 flips once 5 % of the window is slow: 15 s of a 300 s window.
 
 Cost. 20 pipelines of 20 budgeted stages, each with a full 300 s window of
 rollups (10 s buckets of 50 values and their minute buckets, 21 scopes; the
@@ -48,7 +50,9 @@ EVALUATE_PHASE_S = 3
 COST_PIPELINES = 20
 COST_STAGES = 20
 COST_PASSES = 20
+STEPS = 40
 PROMPT_MODES = ((True, ""), (False, ", regular evaluation only"))
+FINALIZE_MODES = (("at trace end", 0.0, 1), ("10 s idle after end", 10.0, 2))
 
 
 def _at(seconds: float) -> datetime:
@@ -136,8 +140,7 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
 
 
 def _detect(team: Any, count: int, idle_s: float, seed: int, *, prompt: bool) -> list[float]:
-    from apps.rollups.services.evaluation import budgets_check_promptly, budgets_evaluate
-    from apps.rollups.services.rollup import rollups_process_dirty
+    from apps.rollups.services.evaluation import budgets_evaluate
 
     rng = np.random.default_rng(seed)
     pipelines = _detection_setup(team, count, rng, f"detect-{seed}-{int(prompt)}")
@@ -151,13 +154,9 @@ def _detect(team: Any, count: int, idle_s: float, seed: int, *, prompt: bool) ->
             position += 1
         if batch:
             _finalize(batch, pipelines, team, serial)
+            _rollup_pass(pipelines, second, prompt=prompt)
         if second % ROLLUP_EVERY_S == 0:
-            changed: set[int] = set()
-            while (result := rollups_process_dirty(now=_at(second))).buckets:
-                changed |= result.pipelines.get(10, set())
-            if prompt and changed:
-                budgets_check_promptly(pipeline_ids=changed, now=_at(second))
-                _note_opened(pipelines)
+            _rollup_pass(pipelines, second, prompt=prompt)
         if second % EVALUATE_EVERY_S == EVALUATE_PHASE_S:
             budgets_evaluate(now=_at(second))
             _note_opened(pipelines)
@@ -166,6 +165,19 @@ def _detect(team: Any, count: int, idle_s: float, seed: int, *, prompt: bool) ->
     return [
         (p.opened_at - p.step_at) if p.opened_at is not None else float("inf") for p in pipelines
     ]
+
+
+def _rollup_pass(pipelines: list[_Pipeline], second: int, *, prompt: bool) -> None:
+    """One run of the rollup task, then the prompt check it enqueues."""
+    from apps.rollups.services.evaluation import budgets_check_promptly
+    from apps.rollups.services.rollup import rollups_process_dirty
+
+    changed: set[int] = set()
+    while (result := rollups_process_dirty(now=_at(second))).buckets:
+        changed |= result.pipelines.get(10, set())
+    if prompt and changed:
+        budgets_check_promptly(pipeline_ids=changed, now=_at(second))
+        _note_opened(pipelines)
 
 
 def _note_opened(pipelines: list[_Pipeline]) -> None:
@@ -308,6 +320,7 @@ def _latency_row(latencies: list[float]) -> dict[str, Any]:
 
 
 def run() -> None:
+    from apps.rollups.services.evaluation import PROMPT_CHECK_INTERVAL_S
     from tests.factories import make_team, make_user
 
     setup_test_environment()
@@ -316,12 +329,8 @@ def run() -> None:
         team = make_team("bench", owner=make_user("bench"))
         started = time.perf_counter()
         latency = {
-            f"finalized at trace end{label}": _latency_row(_detect(team, 40, 0.0, 1, prompt=p))
-            for p, label in PROMPT_MODES
-        } | {
-            f"finalized 10 s idle after end{label}": _latency_row(
-                _detect(team, 20, 10.0, 2, prompt=p)
-            )
+            f"finalized {when}{label}": _latency_row(_detect(team, STEPS, idle_s, seed, prompt=p))
+            for when, idle_s, seed in FINALIZE_MODES
             for p, label in PROMPT_MODES
         }
         simulated_s = round(time.perf_counter() - started, 1)
@@ -343,8 +352,10 @@ def run() -> None:
                 "traces_per_s_per_pipeline": RATE,
                 "window_s": 300,
                 "rollup_every_s": ROLLUP_EVERY_S,
+                "rollup_after_finalize": True,
                 "evaluate_every_s": EVALUATE_EVERY_S,
-                "prompt_check": "after each rollup pass, once per pipeline per 2 s at most",
+                "prompt_check": "after each rollup pass, once per pipeline per "
+                f"{PROMPT_CHECK_INTERVAL_S} s at most",
                 "retrieval_ms_before_after": [150, 600],
                 "budget": "retrieval p95 350 ms",
                 "cost_pipelines": COST_PIPELINES,

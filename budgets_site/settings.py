@@ -246,7 +246,7 @@ CELERY_BEAT_SCHEDULE = {
     "ingest-drain": {"task": "apps.ingest.tasks.drain_raw_batches", "schedule": 5.0},
     "traces-finalize": {"task": "apps.rollups.tasks.finalize_quiet_traces", "schedule": 1.0},
     "storage-maintain": {"task": "apps.ingest.tasks.maintain_storage", "schedule": 3600.0},
-    # Dirty rollup buckets: freshness of the 10 s rollups is a beat plus one pass.
+    # Safety net: finalize passes that wrote samples enqueue a rollup pass themselves.
     "rollups-process": {"task": "apps.rollups.tasks.process_dirty_rollups", "schedule": 2.0},
     "rollups-expire": {"task": "apps.rollups.tasks.expire_rollups", "schedule": 600.0},
     # Budgets over each pipeline's sliding window: violations open and close.

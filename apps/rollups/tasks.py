@@ -2,6 +2,7 @@ import time
 from functools import partial
 
 from celery import shared_task
+from django.core.cache import cache
 from django.db import transaction
 
 from apps.rollups.services.budget_window import BUCKET_S, EVALUATION_INTERVAL_S
@@ -12,20 +13,39 @@ from apps.rollups.services.rollup_retention import rollups_expire
 
 # Scheduled every second; a busy run keeps going for a while instead of waiting a beat.
 FINALIZE_TIME_BUDGET_S = 5.0
+ROLLUP_SCHEDULED_KEY = "rollups:pass-scheduled:{second}"
+
+
+def rollup_pass_schedule() -> None:
+    """Enqueue a rollup pass unless one was enqueued in this second: coalesces requests.
+
+    The claim is named after the second, not held for a second from the last one: a
+    finalize run each beat, committing a little sooner than the previous one, still
+    gets its pass instead of leaving its samples to the rollup beat.
+    """
+    if cache.add(ROLLUP_SCHEDULED_KEY.format(second=int(time.time())), 1, timeout=2):
+        process_dirty_rollups.delay()
 
 
 @shared_task(name="apps.rollups.tasks.finalize_quiet_traces", ignore_result=True, expires=5)
 def finalize_quiet_traces() -> None:
     deadline = time.monotonic() + FINALIZE_TIME_BUDGET_S
     while time.monotonic() < deadline:
-        if not traces_finalize_due().traces:
+        result = traces_finalize_due()
+        if result.samples:
+            # Fresh samples reach the 10 s rollups, and the budgets, without waiting
+            # for the rollup beat.
+            transaction.on_commit(rollup_pass_schedule)
+        if not result.traces:
             return
 
 
-# Scheduled every 2 s: a finalized trace reaches the 10 s rollups within a beat plus
-# one pass. A busy run keeps going; the beats queued meanwhile expire unrun. Each pass
-# that rewrote 10 s buckets has their pipelines' budgets checked by a task of its own,
-# which another worker may take at once, instead of adding to this run's time.
+# Enqueued after a finalize pass that wrote samples (at most once a second), and
+# scheduled every 2 s as a safety net: buckets marked dirty without new samples, or
+# in a second that already had its pass, wait a beat at most. A busy run keeps going;
+# the passes queued meanwhile expire unrun. Each pass that rewrote 10 s buckets has
+# their pipelines' budgets checked by a task of its own, which another worker may
+# take at once, instead of adding to this run's time.
 ROLLUP_TIME_BUDGET_S = 5.0
 
 

@@ -14,7 +14,6 @@ from apps.rollups.models import BudgetEvaluation, Violation
 from apps.rollups.services.budget_window import evaluation_tick
 from apps.rollups.services.dirty import dirty_buckets_mark
 from apps.rollups.tasks import process_dirty_rollups
-from budgets_site.celery import app
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.processes import celery_worker, wait_for
@@ -29,15 +28,6 @@ def _fresh_throttle() -> Iterator[None]:
     cache.clear()
     yield
     cache.clear()
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Tasks sent by the code under test run in this process, errors raised here."""
-    saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = saved
 
 
 def rag_pipeline(world: TeamWorld, slug: str) -> tuple[Pipeline, Stage]:

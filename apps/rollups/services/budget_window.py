@@ -6,7 +6,6 @@ time) over the sliding window ``evaluation_window_s`` ending with the 10 s bucke
 that holds ``now``. Both kinds of evaluation in one tick period see the same window.
 """
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket, StageSample
 from apps.rollups.services.fit import DURATION_NS
 from apps.rollups.services.objectives import window_tiles
 from apps.rollups.sketch import Sketch
+from apps.rollups.sketch_batch import Blob, merged_groups
 
 EVALUATION_INTERVAL_S = 10
 BUCKET_S = 10
@@ -99,10 +99,16 @@ def window_sketches(
     rows = RollupBucket.objects.filter(
         tiles, pipeline_id=pipeline_id, stage_id__in=list(stage_ids), measure=Measure.WALL
     ).values_list("stage_id", "sketch")
-    parts: dict[int, list[Sketch]] = defaultdict(list)
-    for stage_id, data in rows:
-        parts[stage_id].append(Sketch.from_bytes(bytes(data)))
-    return {stage_id: Sketch.merged(sketches) for stage_id, sketches in parts.items()}
+    # Decoded and merged per stage in one batch: ~210 sketches for a pipeline of 20
+    # stages, which one by one were most of an evaluation's time.
+    blobs: list[Blob] = []
+    groups: list[int] = []
+    found: dict[int, int] = {}
+    for stage_id, blob in rows:
+        blobs.append(blob)
+        groups.append(found.setdefault(stage_id, len(found)))
+    merged = merged_groups(blobs=blobs, groups=groups, group_count=len(found))
+    return dict(zip(found, merged, strict=True))
 
 
 def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: Window) -> list[str]:

@@ -41,10 +41,10 @@ from apps.rollups.services.budget_window import (
 from apps.rollups.sketch import Sketch
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-# One prompt check per pipeline per period this long: the rollup beat's, so a pipeline
-# with steady traffic is checked after every pass, and no more often however many
-# passes or workers there are.
-PROMPT_CHECK_INTERVAL_S = 2
+# One prompt check per pipeline per period this long: with steady traffic a rollup
+# pass follows each second's finalize pass, so a pipeline is checked after every one
+# of them, and no more often however many passes or workers there are.
+PROMPT_CHECK_INTERVAL_S = 1
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 # What every evaluation of an open violation changes, and what it may change.
 _FOLLOWED = ["observed_ms", "sample_count", "last_evaluated_at", "consecutive_ok"]
