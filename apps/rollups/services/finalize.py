@@ -1,6 +1,7 @@
 """Finalize quiet traces: pipeline matching, stage attribution and stage samples."""
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -133,7 +134,7 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
         if connection.vendor == "postgresql":
             _samples_delete(refinalized)
             _samples_copy(samples)
-            _traces_update(traces)
+            _traces_update(traces, now)
         else:
             StageSample.objects.filter(trace_pk__in=trace_pks).delete()
             StageSample.objects.bulk_create(
@@ -192,35 +193,51 @@ def _samples_copy(samples: list[SampleRow]) -> None:
                 copy.write_row(sample)
 
 
-def _traces_update(traces: list[Trace]) -> None:
+def _array_literal(values: Iterable[int | bool | None]) -> str:
+    """A PostgreSQL array literal of integers, booleans and NULLs.
+
+    Built with one join, where psycopg dumps a list parameter element by element in
+    Python: for a pass of 500 traces that was most of the update's client time.
+    """
+    return (
+        "{"
+        + ",".join(
+            "NULL" if v is None else "t" if v is True else "f" if v is False else str(v)
+            for v in values
+        )
+        + "}"
+    )
+
+
+def _traces_update(traces: list[Trace], now: datetime) -> None:
     """One UPDATE … FROM unnest(arrays) instead of the ORM's CASE per field and row."""
-    columns: dict[str, tuple[str, list[Any]]] = {
+    numbers: dict[str, tuple[str, list[int | bool | None]]] = {
         "id": ("bigint", [t.pk for t in traces]),
-        "finalized_at": ("timestamptz", [t.finalized_at for t in traces]),
         "revision": ("int", [t.revision for t in traces]),
         "pipeline_id": ("bigint", [t.pipeline_id for t in traces]),
         "incomplete": ("bool", [t.incomplete for t in traces]),
         "error": ("bool", [t.error for t in traces]),
         "start_ns": ("bigint", [t.start_ns for t in traces]),
         "end_ns": ("bigint", [t.end_ns for t in traces]),
-        "root_name": ("text", [t.root_name for t in traces]),
-        "root_service": ("text", [t.root_service for t in traces]),
         "untracked": ("bigint", [t.untracked_critical_ns for t in traces]),
     }
-    arrays = ", ".join(f"%s::{sql_type}[]" for sql_type, _ in columns.values())
+    arrays = ", ".join(f"%s::{sql_type}[]" for sql_type, _ in numbers.values())
+    params: list[Any] = [_array_literal(values) for _, values in numbers.values()]
+    params += [[t.root_name for t in traces], [t.root_service for t in traces], now]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE ingest_trace AS t SET
-                state = {TraceState.FINALIZED}, finalized_at = v.finalized_at,
+                state = {TraceState.FINALIZED}, finalized_at = %s,
                 revision = v.revision, pipeline_id = v.pipeline_id,
                 incomplete = v.incomplete, error = v.error, start_ns = v.start_ns,
                 end_ns = v.end_ns, root_name = v.root_name, root_service = v.root_service,
                 untracked_critical_ns = v.untracked
-            FROM unnest({arrays}) AS v({", ".join(columns)})
+            FROM unnest({arrays}, %s::text[], %s::text[])
+                AS v({", ".join(numbers)}, root_name, root_service)
             WHERE t.id = v.id
             """,
-            [values for _, values in columns.values()],
+            [params[-1], *params[:-1]],
         )
 
 
