@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from apps.core.sql_arrays import array_literal
 from apps.ingest.decoding.records import SpanRecord
 from apps.ingest.models import Span, Trace, TraceState
 from apps.ingest.services.span_rows import (
@@ -102,7 +103,7 @@ _INSERT_SPANS = f"""
         first_span_start_ns = LEAST(t.first_span_start_ns, p.first_start),
         last_span_start_ns = GREATEST(t.last_span_start_ns, p.last_start)
     FROM per_trace AS p
-    WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s)
+    WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s::bigint[])
     RETURNING p.new_spans
 """
 
@@ -141,7 +142,8 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
         cursor.execute(_CREATE_TRACES, {"now": now})
         created = cursor.fetchall()
         cursor.execute(_LOCK_TRACES)
-        cursor.execute(_INSERT_SPANS, {"now": now, "created": [pk for pk, _ in created]})
+        created_pks = array_literal(pk for pk, _ in created)
+        cursor.execute(_INSERT_SPANS, {"now": now, "created": created_pks})
         counts = [count for _, count in created] + [row[0] for row in cursor.fetchall()]
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
 
