@@ -1,7 +1,9 @@
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 
 from apps.teams.models import Role, Team
@@ -38,3 +40,12 @@ def client_for(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def clean_cache() -> Iterator[None]:
+    """Rate windows, once-per-period claims and cached figures live in the cache: each
+    test that depends on them starts, and leaves, without any."""
+    cache.clear()
+    yield
+    cache.clear()

@@ -5,7 +5,6 @@ import json
 import zlib
 from typing import Any
 
-from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from google.rpc.status_pb2 import Status
@@ -35,11 +34,6 @@ TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 def ingest_token(team: Team, name: str = "collector") -> str:
     _, raw = ingest_token_create(team=team, name=name, created_by=None)
     return raw
-
-
-def fresh_cache() -> None:
-    """Rate counters and the cached backlog live in the cache; each test starts clean."""
-    cache.clear()
 
 
 def sdk_spans(count: int, *, trace_id: int = 0xA1B2C3D4E5F60718293A4B5C6D7E8F90) -> list[Any]:
@@ -157,7 +151,7 @@ def batch_spans(batch: RawBatch) -> list[tuple[Any, ...]]:
     """The spans a stored batch holds, sorted; span rows are read back by PostgreSQL itself."""
     if batch.encoding != Encoding.SPAN_ROWS:
         spans = DECODERS[batch.encoding](bytes(batch.body)).spans
-        return expected_spans(spans, team_id=batch.team_id)
+        return expected_spans(spans)
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type in STAGING_COLUMNS)
     with connection.cursor() as django_cursor:
         cursor = django_cursor.cursor
@@ -181,7 +175,7 @@ def batch_spans(batch: RawBatch) -> list[tuple[Any, ...]]:
     )
 
 
-def expected_spans(records: list[SpanRecord], *, team_id: int) -> list[tuple[Any, ...]]:
+def expected_spans(records: list[SpanRecord]) -> list[tuple[Any, ...]]:
     """Decoded records as ``batch_spans`` shows them."""
     return sorted(
         (
@@ -193,6 +187,6 @@ def expected_spans(records: list[SpanRecord], *, team_id: int) -> list[tuple[Any
     )  # fmt: skip
 
 
-def body_spans(body: bytes, encoding: int, *, team_id: int) -> list[tuple[Any, ...]]:
+def body_spans(body: bytes, encoding: int) -> list[tuple[Any, ...]]:
     """What a stored batch must hold for an accepted (decompressed) body."""
-    return expected_spans(DECODERS[encoding](body).spans, team_id=team_id)
+    return expected_spans(DECODERS[encoding](body).spans)

@@ -58,7 +58,7 @@ def test_a_protobuf_batch_is_committed_and_answered_with_an_empty_export_respons
     assert batch.team == world.team
     assert batch.token == world.team.ingest_tokens.get()
     assert batch.span_count == 4
-    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF, team_id=world.team.pk)
+    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF)
 
 
 def test_the_answer_uses_the_media_type_the_request_was_sent_in(token: str) -> None:
@@ -76,7 +76,7 @@ def test_a_gzip_protobuf_batch_is_stored_decompressed(token: str) -> None:
 
     assert response.status_code == 200
     batch = RawBatch.objects.get()
-    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF, team_id=batch.team_id)
+    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF)
 
 
 def test_a_deflate_protobuf_batch_is_accepted(token: str) -> None:
@@ -86,7 +86,7 @@ def test_a_deflate_protobuf_batch_is_accepted(token: str) -> None:
 
     assert response.status_code == 200
     batch = RawBatch.objects.get()
-    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF, team_id=batch.team_id)
+    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_PROTOBUF)
 
 
 def test_a_json_batch_with_hex_ids_is_answered_in_json_and_stored_with_those_ids(
@@ -104,7 +104,7 @@ def test_a_json_batch_with_hex_ids_is_answered_in_json_and_stored_with_those_ids
     assert json.loads(response.content) == {}
     batch = RawBatch.objects.get()
     assert batch.span_count == 2
-    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_JSON, team_id=world.team.pk)
+    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_JSON)
     raw_batches_drain()
     assert {bytes(s.span_id).hex() for s in Span.objects.all()} == {
         "1111111111111111",
@@ -122,7 +122,7 @@ def test_a_gzip_json_batch_is_accepted(token: str) -> None:
 
     assert response.status_code == 200
     batch = RawBatch.objects.get()
-    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_JSON, team_id=batch.team_id)
+    assert batch_spans(batch) == body_spans(body, Encoding.OTLP_JSON)
 
 
 def test_a_content_type_with_a_charset_is_accepted(token: str) -> None:

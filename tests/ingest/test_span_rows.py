@@ -75,7 +75,7 @@ def test_every_field_reads_back_as_it_was_decoded(world: TeamWorld) -> None:
 
     assert batch.encoding == Encoding.SPAN_ROWS
     assert batch.span_count == 2
-    assert batch_spans(batch) == expected_spans(records, team_id=world.team.pk)
+    assert batch_spans(batch) == expected_spans(records)
 
 
 def test_nul_characters_are_replaced_so_the_drain_never_fails(world: TeamWorld) -> None:

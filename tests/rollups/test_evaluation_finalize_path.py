@@ -1,11 +1,9 @@
 """A finalize pass that wrote samples gets them rolled up at once, and so the budgets checked."""
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.core.cache import cache
 from django.db.models import Sum
 from django.utils import timezone
 from opentelemetry.trace import SpanKind
@@ -27,17 +25,11 @@ from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.sdk import encode, readable
 
+pytestmark = pytest.mark.usefixtures("clean_cache")
+
 S = 1_000_000_000
 MS = 1_000_000
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_claims() -> Iterator[None]:
-    """The once-a-second and once-per-period claims live in the cache."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def rag_pipeline(team: Team) -> tuple[Pipeline, Stage]:

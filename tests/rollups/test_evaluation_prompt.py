@@ -1,12 +1,10 @@
 """Prompt checks between ticks: they open violations at once and never count toward closing."""
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
-from django.core.cache import cache
 
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, RollupBucket, Violation
@@ -24,6 +22,8 @@ FIELDS = (
     "observed_ms", "peak_ms", "consecutive_ok", "opened_at", "closed_at", "sample_count",
     "last_evaluated_at",
 )  # fmt: skip
+
+pytestmark = pytest.mark.usefixtures("clean_cache")
 
 
 def over(value: float) -> np.ndarray:
@@ -49,14 +49,6 @@ class Rag:
 
     def tick_mark(self) -> Any:
         return BudgetEvaluation.objects.get(pipeline=self.pipeline).evaluated_at
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> Iterator[None]:
-    """The once-per-period claims live in the cache: each test starts without any."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

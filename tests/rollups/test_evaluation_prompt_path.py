@@ -1,12 +1,10 @@
 """A rollup pass gets the budgets of the pipelines it rewrote checked, through the task queue."""
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 
 from apps.pipelines.models import Pipeline, Stage
@@ -19,15 +17,10 @@ from tests.factories import make_pipeline, make_stage
 from tests.processes import celery_worker, wait_for
 from tests.rollups.evaluation_data import make_sample, make_trace, put_rollup
 
+pytestmark = pytest.mark.usefixtures("clean_cache")
+
 NS_PER_S = 1_000_000_000
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def rag_pipeline(world: TeamWorld, slug: str) -> tuple[Pipeline, Stage]:
