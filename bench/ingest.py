@@ -118,7 +118,12 @@ def _offsets(body: bytes, needle: bytes) -> list[int]:
 def _env(extra: dict[str, str]) -> dict[str, str]:
     from tests.processes import process_env
 
-    return process_env(TRACE_IDLE_SECONDS=str(IDLE_S), INGEST_RATE_LIMIT_SPANS="0", **extra)
+    return process_env(
+        TRACE_IDLE_SECONDS=str(IDLE_S),
+        TRACE_SETTLE_SECONDS=str(IDLE_S),
+        INGEST_RATE_LIMIT_SPANS="0",
+        **extra,
+    )
 
 
 @contextmanager
@@ -253,7 +258,7 @@ def _backlog() -> int:
 def _end_to_end(
     port: int, token: str, logs: Path, rng: random.Random, *, json: bool = False, rate: float
 ) -> dict:
-    from apps.ingest.models import Span, Trace, TraceState
+    from apps.ingest.models import ANALYZED_STATES, Span, Trace, TraceState
 
     with connection.cursor() as cursor:  # each phase starts empty
         cursor.execute("TRUNCATE ingest_span, ingest_trace, ingest_rawbatch, rollups_stagesample")
@@ -289,7 +294,8 @@ def _end_to_end(
                 break
             time.sleep(0.5)
         total_elapsed = time.monotonic() - start
-    traces = Trace.objects.filter(state=TraceState.FINALIZED)
+    # Settle and idle times are both IDLE_S: a trace is analyzed and finalized in one step.
+    traces = Trace.objects.filter(state__in=ANALYZED_STATES)
     delays = [
         (t.finalized_at - t.last_span_at - timedelta(seconds=IDLE_S)).total_seconds()
         for t in traces.only("finalized_at", "last_span_at")

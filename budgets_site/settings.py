@@ -267,6 +267,9 @@ INGEST_DRAIN_MAX_SPANS = env.int("INGEST_DRAIN_MAX_SPANS", default=20_000)
 # Drains running at once (each one claims different batches with SKIP LOCKED).
 INGEST_DRAIN_CONCURRENCY = env.int("INGEST_DRAIN_CONCURRENCY", default=1)
 TRACE_IDLE_SECONDS = env.float("TRACE_IDLE_SECONDS", default=10.0)
+# A trace with its root gets its stage samples after this long without new spans, then
+# is final once TRACE_IDLE_SECONDS pass; a span in between recomputes it.
+TRACE_SETTLE_SECONDS = env.float("TRACE_SETTLE_SECONDS", default=2.0)
 TRACE_MAX_WAIT_SECONDS = env.float("TRACE_MAX_WAIT_SECONDS", default=300.0)
 SPAN_RETENTION_DAYS = env.int("SPAN_RETENTION_DAYS", default=7)
 SAMPLE_RETENTION_DAYS = env.int("SAMPLE_RETENTION_DAYS", default=30)

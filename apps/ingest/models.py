@@ -7,6 +7,9 @@ B-tree. ``Trace`` holds one row per trace: the unique (team, trace_id) lookup is
 paid once per trace, not once per span.
 """
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db import models
 
 from apps.pipelines.models import Pipeline
@@ -46,8 +49,21 @@ class RawBatch(models.Model):
 
 
 class TraceState(models.IntegerChoices):
+    """Where a trace is in assembly.
+
+    SETTLED: its root is present and it has been quiet for ``TRACE_SETTLE_SECONDS``, so
+    its derived data is computed; it is final, without another write, once
+    ``TRACE_IDLE_SECONDS`` pass with no new span (see ``Trace.state_label``). A new span
+    makes any trace OPEN again.
+    """
+
     OPEN = 0, "open"
     FINALIZED = 1, "finalized"
+    SETTLED = 2, "settled"
+
+
+# States whose derived data (pipeline, summary, stage samples) is computed.
+ANALYZED_STATES = (TraceState.FINALIZED, TraceState.SETTLED)
 
 
 class Trace(models.Model):
@@ -75,8 +91,12 @@ class Trace(models.Model):
     incomplete = models.BooleanField(default=False)
     error = models.BooleanField(default=False)
     untracked_critical_ns = models.BigIntegerField(default=0)
-    finalized_at = models.DateTimeField(null=True, blank=True)
-    revision = models.PositiveIntegerField(default=0, help_text="How often it was finalized.")
+    finalized_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its derived data was last computed."
+    )
+    revision = models.PositiveIntegerField(
+        default=0, help_text="How often its derived data was computed."
+    )
 
     class Meta:
         constraints = [
@@ -88,12 +108,29 @@ class Trace(models.Model):
                 name="trace_open_by_last_span",
                 condition=models.Q(state=TraceState.OPEN),
             ),
-            models.Index(fields=["team", "pipeline", "start_ns"], name="trace_team_pipeline_start"),
-            models.Index(fields=["team", "start_ns"], name="trace_team_start"),
+            # Only analyzed traces know their start, and every query by start names a
+            # range of it: an open trace is not indexed until it has one.
+            models.Index(
+                fields=["team", "pipeline", "start_ns"],
+                name="trace_team_pipeline_start",
+                condition=models.Q(start_ns__isnull=False),
+            ),
+            models.Index(
+                fields=["team", "start_ns"],
+                name="trace_team_start",
+                condition=models.Q(start_ns__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
         return bytes(self.trace_id).hex()
+
+    def state_label(self, now: datetime) -> str:
+        """The state users see: a settled trace is final once it has been idle long enough."""
+        idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
+        if self.state == TraceState.SETTLED and self.last_span_at <= idle:
+            return TraceState.FINALIZED.label
+        return str(TraceState(self.state).label)
 
     @property
     def duration_ns(self) -> int | None:

@@ -7,7 +7,7 @@ equals the root's duration exactly (integer nanoseconds).
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apps.rollups.critical_path import critical_path
+from apps.rollups.critical_path import critical_path_from, find_root
 from apps.rollups.matching import SpanMatch, StageMatcher
 from apps.rollups.spans import Span, unique_spans
 
@@ -74,7 +74,12 @@ def _charge(span_id: str, start: int, end: int, match: SpanMatch) -> list[Charge
 def attribute_trace(spans: Iterable[Span], matcher: StageMatcher) -> TraceAttribution:
     """Attribute one trace's spans to the matcher's stages; raises ValueError on no spans."""
     by_id = unique_spans(spans)
-    path = critical_path(by_id.values())
+    return attribute_spans(by_id, find_root(by_id), matcher)
+
+
+def attribute_spans(by_id: dict[str, Span], root: Span, matcher: StageMatcher) -> TraceAttribution:
+    """``attribute_trace`` of spans already made unique (``unique_spans``), with their root."""
+    path = critical_path_from(by_id, root)
     matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
 
     intervals: dict[str, list[tuple[int, int]]] = {}

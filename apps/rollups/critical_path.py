@@ -126,7 +126,11 @@ def critical_path(spans: Iterable[Span]) -> CriticalPath:
     Runs in O(n log n) with an explicit stack, so deep chains cannot overflow.
     """
     by_id = unique_spans(spans)
-    root = find_root(by_id)
+    return critical_path_from(by_id, find_root(by_id))
+
+
+def critical_path_from(by_id: dict[str, Span], root: Span) -> CriticalPath:
+    """``critical_path`` of spans already made unique (``unique_spans``), with their root."""
     children = children_by_parent(by_id, root)
     backwards: list[Segment] = []
     stack = [

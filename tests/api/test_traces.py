@@ -1,11 +1,14 @@
 """The traces API: access for every kind of caller, filters, keyset pages, one trace, unmatched."""
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.ingest.models import Trace
+from apps.ingest.models import Trace, TraceState
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import error_of, session_client, token_client
 from tests.conftest import TeamWorld
@@ -225,6 +228,21 @@ def test_a_trace_comes_with_spans_critical_path_and_breakdown(explorer: Explorer
     assert total == breakdown["critical_sum_ns"] == breakdown["e2e_ns"] == body["duration_ns"]
     assert breakdown["adds_up"] is True
     assert breakdown["source"] == "spans"
+
+
+def test_a_settled_trace_reads_as_settled_until_it_has_been_idle_long_enough(
+    explorer: Explorer,
+) -> None:
+    client = token_client(explorer.world.viewer)
+    Trace.objects.filter(pk=explorer.ok.pk).update(
+        state=TraceState.SETTLED, last_span_at=timezone.now()
+    )
+    assert client.get(detail(explorer.ok)).json()["state"] == "settled"
+    assert hex_of(0xA1) in [t["trace_id"] for t in client.get(LIST).json()["results"]]
+    Trace.objects.filter(pk=explorer.ok.pk).update(
+        last_span_at=timezone.now() - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
+    )
+    assert client.get(detail(explorer.ok)).json()["state"] == "finalized"
 
 
 def test_a_big_trace_lists_the_first_spans_and_says_so(

@@ -196,23 +196,48 @@ def test_posting_is_not_allowed(explorer: Explorer) -> None:
     assert response.status_code == 405
 
 
-def test_a_trace_still_assembling_is_viewable_but_not_listed(world: Any) -> None:
+def _stored_now(world: Any, trace_id: int) -> None:
+    """A RAG trace ending now, stored but not yet analyzed."""
     from apps.ingest.models import Encoding
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
     from tests.dashboards.builders import now_ns, rag_spans
     from tests.ingest.sdk import encode
 
-    spans = rag_spans(0xF1, now_ns())
+    spans = rag_spans(trace_id, now_ns())
     raw_batch_store(
         team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=len(spans),
     )  # fmt: skip
     raw_batches_drain()
+
+
+def test_a_trace_still_assembling_is_viewable_but_not_listed(world: Any) -> None:
+    _stored_now(world, 0xF1)
     client = client_for(world.viewer)
     html = client.get(detail_url(hex_of(0xF1))).content.decode()
     assert "still assembling" in html
     assert len(re.findall(r'data-span="[0-9a-f]{16}"', html)) == 5
     assert hex_of(0xF1) not in client.get(reverse("traces:list", args=["acme"])).content.decode()
+
+
+def test_a_settled_trace_is_listed_and_says_it_may_still_change(world: Any) -> None:
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from apps.ingest.models import TraceState
+    from apps.rollups.services.finalize import traces_finalize_due
+
+    _stored_now(world, 0xF2)
+    settled = timezone.now() + timedelta(seconds=settings.TRACE_SETTLE_SECONDS + 0.5)
+    assert traces_finalize_due(now=settled).traces == 1
+    assert Trace.objects.get().state == TraceState.SETTLED
+    client = client_for(world.viewer)
+    html = client.get(detail_url(hex_of(0xF2))).content.decode()
+    assert "settling" in html
+    assert "still assembling" not in html
+    assert hex_of(0xF2) in client.get(reverse("traces:list", args=["acme"])).content.decode()
 
 
 def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:

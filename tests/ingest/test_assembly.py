@@ -10,6 +10,7 @@ from opentelemetry.trace import SpanKind
 from apps.core.partitions import partitions_ensure
 from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
+from apps.ingest.selectors import traces_for_team
 from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import StageSample
@@ -147,6 +148,33 @@ def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:
     assert Trace.objects.get().span_count == 5
 
 
+def test_trace_rows_count_each_span_once_and_name_the_least_parentless_span_root(
+    world: TeamWorld,
+) -> None:
+    def span(span_id: int, parent: int | None, start_ms: int, trace: int = TRACE) -> ReadableSpan:
+        return readable("s", span_id, parent, start=T0 + start_ms * MS, end=T0 + 900 * MS,
+                        trace_id=trace)  # fmt: skip
+
+    # Created in this drain: two parentless spans, a child, every span twice.
+    batch = [span(0x60, None, 5), span(0x15, None, 7), span(0x20, 0x60, 9)]
+    store(world.team, batch)
+    store(world.team, batch[::-1])
+    # Created without a root, which two later parentless spans bring.
+    other = TRACE + 1
+    store(world.team, [span(0x21, 0x70, 3, other)])
+    raw_batches_drain()
+    store(world.team, [span(0x70, None, 1, other), span(0x30, None, 2, other)] * 2)
+    store(world.team, [span(0x05, None, 0)])  # the first trace has its root already
+    raw_batches_drain()
+
+    first = Trace.objects.get(trace_id=TRACE.to_bytes(16, "big"))
+    second = Trace.objects.get(trace_id=other.to_bytes(16, "big"))
+    assert (first.span_count, bytes(first.root_span_id or b"").hex()) == (4, f"{0x15:016x}")
+    assert (second.span_count, bytes(second.root_span_id or b"").hex()) == (3, f"{0x30:016x}")
+    assert (first.first_span_start_ns, first.last_span_start_ns) == (T0, T0 + 9 * MS)
+    assert (second.first_span_start_ns, second.last_span_start_ns) == (T0 + MS, T0 + 3 * MS)
+
+
 def test_a_late_span_reopens_the_trace_and_replaces_its_samples(
     world: TeamWorld, rag_pipeline
 ) -> None:
@@ -170,6 +198,70 @@ def test_a_late_span_reopens_the_trace_and_replaces_its_samples(
     assert trace.revision == 2
     assert StageSample.objects.filter(trace_pk=trace.pk).count() == 4
     assert samples_ms(trace)["generation"] == (450, 450)
+
+
+def test_a_quiet_trace_with_its_root_settles_with_its_samples_before_it_is_final(
+    world: TeamWorld, rag_pipeline, settings
+) -> None:
+    store(world.team, rag_spans())
+    raw_batches_drain()
+    settle, idle = settings.TRACE_SETTLE_SECONDS, settings.TRACE_IDLE_SECONDS
+    assert settle < idle
+    assert finalize_later(settle - 0.5) == 0  # still arriving, perhaps
+    assert finalize_later(settle + 0.5) == 1
+    trace = Trace.objects.get()
+    assert trace.state == TraceState.SETTLED
+    assert trace.revision == 1
+    assert set(samples_ms(trace)) == {"auth", "retrieval", "ttft", "generation"}
+    assert list(traces_for_team(team=world.team)) == [trace]
+
+    soon = trace.last_span_at + timedelta(seconds=idle - 1)
+    later = trace.last_span_at + timedelta(seconds=idle)
+    assert (trace.state_label(soon), trace.state_label(later)) == ("settled", "finalized")
+    # Final without another pass: nothing is due, nothing is computed again.
+    assert finalize_later(idle + 1) == 0
+    trace.refresh_from_db()
+    assert (trace.state, trace.revision) == (TraceState.SETTLED, 1)
+
+
+def test_a_span_arriving_while_settled_recomputes_the_trace_once(
+    world: TeamWorld, rag_pipeline, settings
+) -> None:
+    spans = rag_spans()
+    store(world.team, spans[:4])  # the root, auth and retrieval; the LLM span is late
+    raw_batches_drain()
+    assert finalize_later(settings.TRACE_SETTLE_SECONDS + 0.5) == 1
+    trace = Trace.objects.get()
+    assert trace.state == TraceState.SETTLED
+    assert set(samples_ms(trace)) == {"auth", "retrieval"}
+    assert trace.untracked_critical_ns == 700 * MS  # 300-1000 belongs to the root alone
+
+    store(world.team, spans[4:])
+    store(world.team, spans[1:2])  # a replay changes nothing
+    raw_batches_drain()
+    trace.refresh_from_db()
+    assert (trace.state, trace.span_count) == (TraceState.OPEN, 5)
+    assert finalize_later(settings.TRACE_SETTLE_SECONDS + 0.5) == 1
+    trace.refresh_from_db()
+    assert (trace.state, trace.revision) == (TraceState.SETTLED, 2)
+    assert StageSample.objects.filter(trace_pk=trace.pk).count() == 4
+    assert samples_ms(trace)["generation"] == (450, 450)
+    critical = sum(s.critical_ns for s in StageSample.objects.filter(trace_pk=trace.pk))
+    assert critical + trace.untracked_critical_ns == trace.duration_ns
+
+
+def test_a_settle_time_as_long_as_the_idle_time_finalizes_in_one_step(
+    world: TeamWorld, rag_pipeline, settings
+) -> None:
+    settings.TRACE_SETTLE_SECONDS = settings.TRACE_IDLE_SECONDS + 30
+    store(world.team, rag_spans())
+    raw_batches_drain()
+    assert finalize_later(settings.TRACE_IDLE_SECONDS - 1) == 0
+    assert finalize_later(settings.TRACE_IDLE_SECONDS + 1) == 1
+    trace = Trace.objects.get()
+    assert trace.state == TraceState.FINALIZED
+    assert trace.state_label(trace.last_span_at) == "finalized"
+    assert len(samples_ms(trace)) == 4
 
 
 def test_a_trace_without_root_is_finalized_incomplete_after_the_maximum_wait(

@@ -3,10 +3,12 @@
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
@@ -85,6 +87,8 @@ def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> Ht
         "team": membership.team,
         "trace": trace,
         "trace_hex": bytes(trace.trace_id).hex(),
+        "state": trace.state_label(timezone.now()),
+        "idle_seconds": settings.TRACE_IDLE_SECONDS,
         "started_at": ns_to_datetime(trace.start_ns) if trace.start_ns is not None else None,
         "analysis": analysis,
         "rows": waterfall_rows(analysis),

@@ -9,7 +9,7 @@ from django.db.models import ExpressionWrapper, F, Q, QuerySet
 from django.db.models.enums import TextChoices
 from django.db.models.fields import BigIntegerField
 
-from apps.ingest.models import Trace, TraceState
+from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
 
@@ -105,10 +105,10 @@ class TracePage:
 
 
 def traces_for_team(*, team: Team, filters: TraceFilters | None = None) -> QuerySet[Trace]:
-    """Finalized traces with a known start, newest first; ties broken by id."""
+    """Analyzed (settled or finalized) traces with a known start, newest first, by id."""
     filters = filters or TraceFilters()
     traces = Trace.objects.filter(
-        team=team, state=TraceState.FINALIZED, start_ns__isnull=False
+        team=team, state__in=ANALYZED_STATES, start_ns__isnull=False
     ).select_related("pipeline")
     if filters.unmatched:
         traces = traces.filter(pipeline__isnull=True)

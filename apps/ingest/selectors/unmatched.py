@@ -24,7 +24,7 @@ from django.db.models import (
 from django.db.models.fields import BigIntegerField
 from django.utils import timezone
 
-from apps.ingest.models import Trace, TraceState
+from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.ingest.selectors.traces import datetime_to_ns, ns_to_datetime, ns_to_ms
 from apps.teams.models import Team
 
@@ -115,7 +115,7 @@ def _unmatched(team: Team, since_ns: int) -> QuerySet[Trace]:
         pipeline__isnull=True,
         start_ns__gte=since_ns,
         end_ns__isnull=False,
-        state=TraceState.FINALIZED,
+        state__in=ANALYZED_STATES,
         # Without its root a trace's first span is no root span to build a pipeline on.
         incomplete=False,
     )

@@ -7,9 +7,9 @@ root's start is also given as a decimal string of Unix nanoseconds.
 
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
-from apps.ingest.models import TraceState
 from apps.ingest.selectors import TraceAnalysis, TraceSummary
 
 
@@ -122,8 +122,14 @@ class BreakdownOutput(serializers.Serializer):
 
 
 class TraceDetailOutput(TraceSummaryOutput):
-    state = serializers.ChoiceField(choices=["open", "finalized"])
-    finalized_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.ChoiceField(
+        choices=["open", "settled", "finalized"],
+        help_text="open: assembling; settled: analyzed, and a span arriving within "
+        "TRACE_IDLE_SECONDS of the last one recomputes it; finalized: final.",
+    )
+    finalized_at = serializers.DateTimeField(
+        allow_null=True, help_text="When its derived data was last computed."
+    )
     duration_ns = serializers.IntegerField()
     root_span_id = serializers.CharField(allow_null=True)
     spans_stored = serializers.IntegerField()
@@ -223,7 +229,7 @@ def trace_detail_data(analysis: TraceAnalysis) -> dict[str, Any]:
     ]
     return {
         **summary_data(TraceSummary(trace)),
-        "state": TraceState(trace.state).label,
+        "state": trace.state_label(timezone.now()),
         "finalized_at": trace.finalized_at,
         "duration_ns": analysis.e2e_ns,
         "root_span_id": analysis.root_span_id,

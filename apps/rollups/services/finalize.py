@@ -17,7 +17,7 @@ from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import Trace, TraceState
 from apps.ingest.stored import analysis_span
 from apps.pipelines.models import Pipeline, SpanRule, Stage
-from apps.rollups.attribution import attribute_trace
+from apps.rollups.attribution import attribute_spans
 from apps.rollups.critical_path import find_root
 from apps.rollups.models import StageSample
 from apps.rollups.pipeline_matching import PipelineRouter
@@ -93,17 +93,26 @@ def _trace_spans(traces: list[Trace]) -> dict[int, list[Span]]:
     return spans
 
 
+def _settle_seconds() -> float:
+    return min(settings.TRACE_SETTLE_SECONDS, settings.TRACE_IDLE_SECONDS)
+
+
 def _due(now: datetime) -> Q:
-    idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
+    settled = now - timedelta(seconds=_settle_seconds())
     waited = now - timedelta(seconds=settings.TRACE_MAX_WAIT_SECONDS)
-    return Q(root_span_id__isnull=False, last_span_at__lte=idle) | Q(first_seen_at__lte=waited)
+    return Q(root_span_id__isnull=False, last_span_at__lte=settled) | Q(first_seen_at__lte=waited)
 
 
 def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> FinalizeResult:
-    """Finalize up to ``limit`` open traces that went quiet, in one transaction.
+    """Analyze up to ``limit`` open traces that went quiet, in one transaction.
 
-    Claimed with ``FOR UPDATE SKIP LOCKED`` so several workers share the work; a
-    trace finalized again after late spans has its samples replaced, never added.
+    A trace with its root is analyzed once it has been quiet for
+    ``TRACE_SETTLE_SECONDS``, so its samples count within seconds; it is left SETTLED
+    until ``TRACE_IDLE_SECONDS`` have passed (then final, with no further write), and a
+    span arriving in between opens it again. One without a root waits
+    ``TRACE_MAX_WAIT_SECONDS`` and is finalized incomplete. Claimed with ``FOR UPDATE
+    SKIP LOCKED`` so several workers share the work; a trace analyzed again after new
+    spans has its samples replaced, never added.
     """
     now = now or timezone.now()
     result = FinalizeResult()
@@ -125,8 +134,11 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
             (t.pipeline_id, t.start_ns) for t in traces if t.revision
         }
         samples: list[SampleRow] = []
+        idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
         for trace in traces:
             samples += _finalize_one(trace, spans.get(trace.pk, []), routers[trace.team_id], now)
+            if not trace.incomplete and trace.last_span_at > idle:
+                trace.state = TraceState.SETTLED
             result.matched += trace.pipeline_id is not None
             result.incomplete += trace.incomplete
         trace_pks = [t.pk for t in traces]
@@ -198,6 +210,7 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
     """One UPDATE … FROM unnest(arrays) instead of the ORM's CASE per field and row."""
     numbers: dict[str, tuple[str, list[int | bool | None]]] = {
         "id": ("bigint", [t.pk for t in traces]),
+        "state": ("smallint", [t.state for t in traces]),
         "revision": ("int", [t.revision for t in traces]),
         "pipeline_id": ("bigint", [t.pipeline_id for t in traces]),
         "incomplete": ("bool", [t.incomplete for t in traces]),
@@ -213,7 +226,7 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
         cursor.execute(
             f"""
             UPDATE ingest_trace AS t SET
-                state = {TraceState.FINALIZED}, finalized_at = %s,
+                state = v.state, finalized_at = %s,
                 revision = v.revision, pipeline_id = v.pipeline_id,
                 incomplete = v.incomplete, error = v.error, start_ns = v.start_ns,
                 end_ns = v.end_ns, root_name = v.root_name, root_service = v.root_service,
@@ -236,7 +249,8 @@ def _finalize_one(
     trace.pipeline_id = None  # the id, not the relation: its descriptor costs more
     if not spans:
         return []
-    root = find_root(unique_spans(spans))
+    by_id = unique_spans(spans)
+    root = find_root(by_id)
     trace.root_name, trace.root_service = root.name[:500], root.service[:200]
     trace.start_ns, trace.end_ns = root.start_ns, root.stop_ns
     trace.error = any(span.status_error for span in spans)
@@ -245,19 +259,25 @@ def _finalize_one(
         trace.untracked_critical_ns = root.duration_ns
         return []
     trace.pipeline_id = compiled.pipeline.pk
-    attribution = attribute_trace(spans, compiled.matcher)
+    attribution = attribute_spans(by_id, root, compiled.matcher)
     trace.untracked_critical_ns = attribution.untracked_critical_ns
     trace.error = attribution.error
     if trace.incomplete:
         # Without its root the end-to-end time is unknown: keep the trace, skip samples.
         return []
+    trace_pk, team_id, pipeline_id, stage_ids = (
+        trace.pk,
+        trace.team_id,
+        trace.pipeline_id,
+        compiled.stage_ids,
+    )
     return [
         (
-            trace.pk,
-            compiled.stage_ids[slug],
+            trace_pk,
+            stage_ids[slug],
             root.start_ns,
-            trace.team_id,
-            compiled.pipeline.pk,
+            team_id,
+            pipeline_id,
             stage.wall_ns,
             stage.critical_ns,
             stage.span_count,
