@@ -116,7 +116,7 @@ REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "apps.core.redis_cache.ReusingRedisCache",
             "LOCATION": REDIS_URL,
         }
     }

@@ -49,16 +49,22 @@ _CREATE_STAGING = (
 # Trace rows are created in one (team, trace id) order by every drain, so concurrent
 # drains creating the same traces queue behind each other instead of deadlocking. A
 # trace created here has no stored span yet: all of its spans in this drain are new,
-# so it is written once, complete, instead of created and then updated.
+# so it is written once, complete, instead of created and then updated. Copies of a
+# span are grouped first and the root is the least root span id (its hex text in byte
+# order), so both levels hash instead of sorting every trace's spans: a DISTINCT count
+# or an ordered array_agg sorts once per trace.
 _CREATE_TRACES = f"""
     INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
         span_count, root_span_id, first_span_start_ns, last_span_start_ns, incomplete, error,
         untracked_critical_ns, revision, root_name, root_service)
-    SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s,
-        count(DISTINCT (span_id, start_ns)),
-        (array_agg(span_id ORDER BY span_id) FILTER (WHERE parent_span_id IS NULL))[1],
+    SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s, count(*),
+        decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex'),
         min(start_ns), max(start_ns), false, false, 0, 0, '', ''
-    FROM {_STAGING}
+    FROM (
+        SELECT team_id, trace_id, span_id, start_ns, bool_or(parent_span_id IS NULL) AS is_root
+        FROM {_STAGING}
+        GROUP BY team_id, trace_id, span_id, start_ns
+    ) AS spans
     GROUP BY team_id, trace_id
     ORDER BY team_id, trace_id
     ON CONFLICT (team_id, trace_id) DO NOTHING
@@ -91,7 +97,8 @@ _INSERT_SPANS = f"""
         RETURNING trace_pk, span_id, start_ns, parent_span_id IS NULL AS is_root
     ), per_trace AS (
         SELECT trace_pk, count(*) AS new_spans,
-            (array_agg(span_id ORDER BY span_id) FILTER (WHERE is_root))[1] AS root,
+            decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex')
+                AS root,
             min(start_ns) AS first_start, max(start_ns) AS last_start
         FROM inserted GROUP BY trace_pk
     )
@@ -143,8 +150,13 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
         created = cursor.fetchall()
         cursor.execute(_LOCK_TRACES)
         created_pks = array_literal(pk for pk, _ in created)
+        # The staging rows meet their traces in a hash join. The planner cannot count the
+        # traces touched, guesses few, and would sort every staged row for a merge join:
+        # a third of the statement's time.
+        cursor.execute("SET LOCAL enable_mergejoin = off")
         cursor.execute(_INSERT_SPANS, {"now": now, "created": created_pks})
         counts = [count for _, count in created] + [row[0] for row in cursor.fetchall()]
+        cursor.execute("RESET enable_mergejoin")
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
 
 
