@@ -1,14 +1,14 @@
 """Per-trace stage samples: the input of rollups and budget evaluation.
 
-Partitioned by day of trace start on PostgreSQL, like spans; a trace finalized
-again (late spans) replaces its samples, keyed by (trace_pk, stage_id, start_ns).
+Partitioned by day of trace start on PostgreSQL, like spans; a trace analyzed
+again (new spans) replaces its samples, keyed by (trace_pk, stage_id, start_ns).
 """
 
 from django.db import models
 
 
 class StageSample(models.Model):
-    """One finalized trace's time in one stage of its pipeline."""
+    """One analyzed trace's time in one stage of its pipeline."""
 
     pk = models.CompositePrimaryKey("trace_pk", "stage_id", "start_ns")
     trace_pk = models.BigIntegerField()

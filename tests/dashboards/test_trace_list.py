@@ -185,7 +185,7 @@ def test_htmx_gets_only_the_results_fragment(explorer: Explorer) -> None:
 def test_a_team_without_traces_sees_how_to_send_them(world: Any) -> None:
     response = client_for(world.owner).get(list_url())
     assert response.status_code == 200
-    assert "No finalized traces" in response.content.decode()
+    assert "No analyzed traces" in response.content.decode()
     assert "/v1/traces" in response.content.decode()
 
 

@@ -1,6 +1,6 @@
 """Budget fit check: do a pipeline's stage budgets agree with its end-to-end budget?
 
-Over the complete traces of the last 7 days (finalized at least once, root
+Over the complete traces of the last 7 days (analyzed at least once, root
 present), computed with SQL aggregates over traces and stage samples:
 
 * per stage, how many traces ran it, how many ran it over its budget, and that
@@ -90,7 +90,7 @@ def _ns(moment: datetime) -> int:
 
 @dataclass(frozen=True)
 class TraceSet:
-    """The pipeline's complete traces (finalized at least once) starting in [start, end)."""
+    """The pipeline's complete traces (analyzed at least once) starting in [start, end)."""
 
     pipeline: Pipeline
     start_ns: int

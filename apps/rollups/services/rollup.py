@@ -3,8 +3,8 @@
 Restartability. The classic rollup job keeps a watermark, the time up to which
 its input has been rolled up, and advances it in the transaction that writes the
 output, so a crash redoes exactly the unfinished part. Late data breaks a single
-position: a trace finalized again can change any old bucket. So the watermark is a
-set instead, one DirtyBucket row per bucket still to be redone: finalization adds
+position: a trace analyzed again can change any old bucket. So the watermark is a
+set instead, one DirtyBucket row per bucket still to be redone: trace analysis adds
 rows in the transaction that changes samples, and a run claims rows, rewrites
 their buckets (old rows deleted, new ones computed from scratch, never added to),
 marks each parent bucket dirty and deletes the claimed rows, all in one

@@ -1,11 +1,11 @@
 """The rows of rollup buckets, computed from their source of truth.
 
-From samples: every trace of the pipeline that was finalized complete and starts in
+From samples: every trace of the pipeline that was analyzed complete and starts in
 the bucket gives an end-to-end wall value (with its error flag and, when the
 pipeline has an objective, whether it met the threshold) and an untracked
 critical-path value; every stage sample gives its stage a wall and a critical value.
-A trace reopened by late spans keeps counting with its last finalized values, like
-its stage samples, until it is finalized again.
+A trace opened again by new spans keeps counting with its last analyzed values, like
+its stage samples, until it is analyzed again.
 
 From children: the finer buckets' rows are merged (sketches merged exactly, sums,
 counts and maxima combined), which gives the same rows as computing from samples.

@@ -1,7 +1,7 @@
 """Integer columns of a queryset as one numpy array, without a Python object per value.
 
 A busy 10-second bucket holds hundreds of thousands of stage samples and is
-recomputed several times while its traces finalize, so fetching is most of a
+recomputed several times while its traces are analyzed, so fetching is most of a
 rollup's cost. On PostgreSQL the server packs the rows into one bytea of
 big-endian 8-byte integers (``int8send``), which numpy reads in place: about
 three times faster than fetching rows, or than ``COPY ... (FORMAT BINARY)``, which
