@@ -52,6 +52,8 @@ RATE_JSON = float(os.environ.get("BENCH_RATE_JSON", "15000"))
 IDLE_S = 2.0
 # Concurrent client connections in the end-to-end phase (the web process has as many threads).
 CONNECTIONS = 4
+# Pool processes of the one Celery worker (Celery's default is one per core).
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "2"))
 
 
 def _free_port() -> int:
@@ -267,8 +269,9 @@ def _end_to_end(
     worker_env = _env({})
     worker = [
         sys.executable, "-m", "celery", "-A", "budgets_site", "worker", "-B",
-        "-Q", "ingest,rollup,alerts", "--concurrency", "2", "--loglevel", "WARNING",
-        "--schedule", str(logs / "beat-schedule"), "--without-gossip", "--without-mingle",
+        "-Q", "ingest,rollup,alerts", "--concurrency", str(WORKER_CONCURRENCY),
+        "--loglevel", "WARNING", "--schedule", str(logs / "beat-schedule"),
+        "--without-gossip", "--without-mingle",
     ]  # fmt: skip
     with _process(worker, logs / "worker.log", worker_env):
         # Open loop at ``rate`` spans/s: the backlog shows whether the worker keeps up.
@@ -400,7 +403,13 @@ def run() -> None:
         path = write(
             "ingest",
             {**{f"accept {k}": v for k, v in accept.items()}, "end_to_end": e2e},
-            {"batch_spans": 512, "duration_s": DURATION_S, "idle_s": IDLE_S, "profile": profile},
+            {
+                "batch_spans": 512,
+                "duration_s": DURATION_S,
+                "idle_s": IDLE_S,
+                "worker_concurrency": WORKER_CONCURRENCY,
+                "profile": profile,
+            },
         )
         print(f"written {path}")
     finally:
