@@ -102,16 +102,19 @@ def test_a_prompt_check_follows_an_open_violation_up_to_its_new_peak(rag: Rag) -
     assert state["last_evaluated_at"] == at(72)
 
 
-def test_a_prompt_check_under_budget_never_counts_toward_closing(rag: Rag) -> None:
+def open_then_one_tick_under(rag: Rag) -> None:
+    """A violation opened at tick 6; the slow bucket leaves the 60 s window at tick 12,
+    the first tick under budget (ticks 12, 13, 14 close it)."""
     steady(rag, 6)
     rag.put(6, over(600))
     rag.tick(65)
-    # The slow bucket leaves the 60 s window at tick 12; ticks 12, 13, 14 close it.
-    for tick in range(7, 12):
+    for tick in range(7, 13):
         rag.put(tick, UNDER)
         rag.tick(tick * 10 + 5)
-    rag.put(12, UNDER)
-    rag.tick(125)
+
+
+def test_a_prompt_check_under_budget_never_counts_toward_closing(rag: Rag) -> None:
+    open_then_one_tick_under(rag)
     assert rag.violation()["consecutive_ok"] == 1
 
     before = rag.violation()
@@ -129,12 +132,7 @@ def test_a_prompt_check_under_budget_never_counts_toward_closing(rag: Rag) -> No
 
 
 def test_a_prompt_check_over_budget_starts_the_count_under_budget_again(rag: Rag) -> None:
-    steady(rag, 6)
-    rag.put(6, over(600))
-    rag.tick(65)
-    for tick in range(7, 13):
-        rag.put(tick, UNDER)
-        rag.tick(tick * 10 + 5)
+    open_then_one_tick_under(rag)
     assert rag.violation()["consecutive_ok"] == 1
 
     # Slow traces of the current bucket arrive after its tick: the budget is broken again.

@@ -46,20 +46,22 @@ _CREATE_STAGING = (
     + ", ".join(f"{name} {sql_type}" for name, sql_type in STAGING_COLUMNS)
     + ") ON COMMIT DELETE ROWS"
 )
+# The least parentless span id of a group, by its hex text ('\x…') in byte order: an
+# aggregate that hashes, where array_agg(… ORDER BY …) sorts every group.
+_LEAST_ROOT_ID = (
+    """decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex')"""
+)
 # Trace rows are created in one (team, trace id) order by every drain, so concurrent
 # drains creating the same traces queue behind each other instead of deadlocking. A
 # trace created here has no stored span yet: all of its spans in this drain are new,
 # so it is written once, complete, instead of created and then updated. Copies of a
-# span are grouped first and the root is the least root span id (its hex text in byte
-# order), so both levels hash instead of sorting every trace's spans: a DISTINCT count
-# or an ordered array_agg sorts once per trace.
+# span are grouped first, so both levels hash: a DISTINCT count sorts once per trace.
 _CREATE_TRACES = f"""
     INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
         span_count, root_span_id, first_span_start_ns, last_span_start_ns, incomplete, error,
         untracked_critical_ns, revision, root_name, root_service)
     SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s, count(*),
-        decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex'),
-        min(start_ns), max(start_ns), false, false, 0, 0, '', ''
+        {_LEAST_ROOT_ID}, min(start_ns), max(start_ns), false, false, 0, 0, '', ''
     FROM (
         SELECT team_id, trace_id, span_id, start_ns, bool_or(parent_span_id IS NULL) AS is_root
         FROM {_STAGING}
@@ -97,8 +99,7 @@ _INSERT_SPANS = f"""
         RETURNING trace_pk, span_id, start_ns, parent_span_id IS NULL AS is_root
     ), per_trace AS (
         SELECT trace_pk, count(*) AS new_spans,
-            decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex')
-                AS root,
+            {_LEAST_ROOT_ID} AS root,
             min(start_ns) AS first_start, max(start_ns) AS last_start
         FROM inserted GROUP BY trace_pk
     )

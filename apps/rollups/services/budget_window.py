@@ -15,7 +15,7 @@ from django.db.models import Q
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket, StageSample
-from apps.rollups.services.fit import DURATION_NS
+from apps.rollups.services.fit import DURATION_NS, TraceSet
 from apps.rollups.services.objectives import window_tiles
 from apps.rollups.sketch import Sketch
 from apps.rollups.sketch_batch import Blob, merged_groups
@@ -115,15 +115,8 @@ def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: Window) -> li
     """Hex ids of the slowest traces of the window for a scope, slowest first."""
     if scope.stage is None:
         ids = (
-            Trace.objects.filter(
-                team_id=pipeline.team_id,
-                pipeline_id=pipeline.pk,
-                start_ns__gte=window.start_ns,
-                start_ns__lt=window.end_ns,
-                end_ns__isnull=False,
-                finalized_at__isnull=False,
-                incomplete=False,
-            )
+            TraceSet(pipeline, window.start_ns, window.end_ns)
+            .queryset()
             .annotate(elapsed_ns=DURATION_NS)
             .order_by("-elapsed_ns", "pk")
             .values_list("trace_id", flat=True)[:EXAMPLES]

@@ -136,9 +136,9 @@ def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> Fin
         samples: list[SampleRow] = []
         idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
         for trace in traces:
-            samples += _finalize_one(trace, spans.get(trace.pk, []), routers[trace.team_id], now)
-            if not trace.incomplete and trace.last_span_at > idle:
-                trace.state = TraceState.SETTLED
+            samples += _finalize_one(
+                trace, spans.get(trace.pk, []), routers[trace.team_id], now, idle
+            )
             result.matched += trace.pipeline_id is not None
             result.incomplete += trace.incomplete
         trace_pks = [t.pk for t in traces]
@@ -240,12 +240,14 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
 
 
 def _finalize_one(
-    trace: Trace, spans: list[Span], router: PipelineRouter, now: datetime
+    trace: Trace, spans: list[Span], router: PipelineRouter, now: datetime, idle: datetime
 ) -> list[SampleRow]:
-    trace.state = TraceState.FINALIZED
+    trace.incomplete = trace.root_span_id is None
+    # With its root and a span after ``idle`` it is settled: final later, with no write.
+    settled = not trace.incomplete and trace.last_span_at > idle
+    trace.state = TraceState.SETTLED if settled else TraceState.FINALIZED
     trace.finalized_at = now
     trace.revision += 1
-    trace.incomplete = trace.root_span_id is None
     trace.pipeline_id = None  # the id, not the relation: its descriptor costs more
     if not spans:
         return []
