@@ -12,8 +12,13 @@ HTTP keep-alive. Figures:
 - end to end: spans/s carried from HTTP to finalized stage samples while sending
   ``BENCH_DURATION`` seconds (default 120) of protobuf at ``BENCH_RATE`` spans/s
   (default 30,000, the goal) and of OTLP JSON at ``BENCH_RATE_JSON`` (default
-  15,000), the backlog over time (bounded when the worker keeps up), and how long
-  after going idle each trace was finalized.
+  15,000): sustained (spans reaching their stage samples per second while the load
+  runs, after a warm-up) and over the whole run including the wait for the last
+  traces to go idle; the backlog over time (bounded when the worker keeps up), and
+  how long after going idle each trace was finalized.
+
+Every body carries current times, as real exporters' batches do, so stage samples
+spread over the rollup buckets as the run goes on.
 """
 
 import cProfile
@@ -34,10 +39,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Sum
 from django.test.utils import setup_test_environment
+from django.utils import timezone
 
 from bench.decode import to_otlp_json, to_protobuf, trace_spans
 from bench.report import percentile, print_rows, write
@@ -50,6 +57,8 @@ DURATION_S = float(os.environ.get("BENCH_DURATION", "120"))
 RATE = float(os.environ.get("BENCH_RATE", "30000"))
 RATE_JSON = float(os.environ.get("BENCH_RATE_JSON", "15000"))
 IDLE_S = 2.0
+# The first seconds of the end-to-end phase (processes warming up) are not counted as sustained.
+WARMUP_S = 10.0
 # Concurrent client connections in the end-to-end phase (the web process has as many threads).
 CONNECTIONS = 4
 # Pool processes of the one Celery worker (Celery's default is one per core).
@@ -77,36 +86,73 @@ def _batches(count: int, encode: Any, rng: random.Random) -> list[bytes]:
 
 
 class FreshBodies:
-    """Encoded batches whose trace ids are replaced before every send.
+    """Encoded batches whose trace ids and times are replaced before every send.
 
     Encoding spans in Python would make the sender, not the server, the bottleneck:
     each template remembers where its trace ids sit (16 bytes, or 32 hex digits in
-    JSON), and a fresh body is a copy with new ids written over them.
+    JSON) and where its times sit (8-byte little-endian integers, or 19 decimal
+    digits in JSON), and a fresh body is a copy with new ids and times written over
+    them. Fresh times matter as much as fresh ids: like real traffic, each body's
+    traces start about three seconds before it is sent, so stage samples spread over
+    the rollup buckets as time passes instead of piling into one.
     """
 
     def __init__(self, rng: random.Random, encode: Any = None, templates: int = 20) -> None:
         self.rng = rng
         self.hex = encode is to_otlp_json
         encode = encode or to_protobuf
-        self.templates: list[tuple[bytes, list[list[int]]]] = []
-        now = time.time_ns()
+        self.templates: list[tuple[bytes, list[list[int]], _Times]] = []
+        self.made_ns = time.time_ns()
         for _ in range(templates):
-            traces = [trace_spans(rng, now - 3_000_000_000) for _ in range(TRACES_PER_BATCH)]
-            body = encode([s for t in traces for s in t])
+            traces = [
+                trace_spans(rng, self.made_ns - 3_000_000_000) for _ in range(TRACES_PER_BATCH)
+            ]
+            spans = [s for t in traces for s in t]
+            body = encode(spans)
             places = [_offsets(body, self._id(spans[0]["trace_id"])) for spans in traces]
-            self.templates.append((body, places))
+            self.templates.append((body, places, _Times(body, spans, decimal=self.hex)))
 
     def _id(self, trace_id: bytes) -> bytes:
         return trace_id.hex().encode() if self.hex else trace_id
 
     def next(self) -> bytes:
-        body, places = self.templates[self.rng.randrange(len(self.templates))]
+        body, places, times = self.templates[self.rng.randrange(len(self.templates))]
         fresh = bytearray(body)
+        times.shift(fresh, time.time_ns() - self.made_ns)
         for offsets in places:
             new_id = self._id(self.rng.randbytes(16))
             for offset in offsets:
                 fresh[offset : offset + len(new_id)] = new_id
         return bytes(fresh)
+
+
+class _Times:
+    """Where a template's span and event times sit, to move them all by one delta at once."""
+
+    def __init__(self, body: bytes, spans: list[dict[str, Any]], *, decimal: bool) -> None:
+        self.decimal = decimal
+        self.width = 19 if decimal else 8
+        values = {s["start"] for s in spans} | {s["end"] for s in spans}
+        values |= {at for s in spans for _, at in s["events"]}
+        offsets, originals = [], []
+        for value in sorted(values):
+            found = _offsets(body, self._bytes(value))
+            offsets += found
+            originals += [value] * len(found)
+        self.originals = np.array(originals, dtype=np.uint64)
+        self.index = np.array(offsets, dtype=np.int64)[:, None] + np.arange(self.width)
+
+    def _bytes(self, value: int) -> bytes:
+        return str(value).encode() if self.decimal else value.to_bytes(8, "little")
+
+    def shift(self, body: bytearray, delta_ns: int) -> None:
+        values = self.originals + np.uint64(delta_ns)
+        if self.decimal:
+            powers = np.uint64(10) ** np.arange(self.width - 1, -1, -1, dtype=np.uint64)
+            encoded = ((values[:, None] // powers) % np.uint64(10) + np.uint64(48)).astype(np.uint8)
+        else:
+            encoded = values.astype("<u8").view(np.uint8).reshape(-1, 8)
+        np.frombuffer(body, dtype=np.uint8)[self.index] = encoded
 
 
 def _offsets(body: bytes, needle: bytes) -> list[int]:
@@ -277,6 +323,7 @@ def _end_to_end(
         # Open loop at ``rate`` spans/s: the backlog shows whether the worker keeps up.
         load = OpenLoad(port, token, content_type, FreshBodies(rng, encode), rate)
         start = time.monotonic()
+        steady_from = timezone.now() + timedelta(seconds=WARMUP_S)
         threads = [threading.Thread(target=load.run, args=(start,)) for _ in range(CONNECTIONS)]
         for thread in threads:
             thread.start()
@@ -289,6 +336,7 @@ def _end_to_end(
         sent, refused = load.sent, load.refused
         max_backlog = max(backlog_series)
         send_elapsed = time.monotonic() - start
+        steady_until = timezone.now()
         stored_during_send = Span.objects.count()
         # Let the worker finish: everything stored and every trace finalized.
         deadline = time.monotonic() + 300
@@ -304,12 +352,19 @@ def _end_to_end(
         for t in traces.only("finalized_at", "last_span_at")
         if t.finalized_at is not None
     ]
+    # The rate spans reach their stage samples while the load runs, past the warm-up:
+    # the sustained throughput, with neither the start nor the wait after the last
+    # request (the idle time every trace needs) in it.
+    steady = traces.filter(finalized_at__gte=steady_from, finalized_at__lt=steady_until)
+    steady_spans = steady.aggregate(total=Sum("span_count"))["total"] or 0
+    steady_s = (steady_until - steady_from).total_seconds()
     return {
         "spans_sent": sent,
         "requests_refused": refused,
         "send_s": round(send_elapsed, 1),
         "accepted_spans_per_s": round(sent / send_elapsed),
         "stored_while_sending": stored_during_send,
+        "sustained_spans_per_s": round(steady_spans / steady_s) if steady_s > 0 else None,
         "end_to_end_spans_per_s": round(Span.objects.count() / total_elapsed),
         "drained_after_s": round(total_elapsed - send_elapsed, 1),
         "max_backlog_spans": max_backlog,
@@ -408,6 +463,7 @@ def run() -> None:
                 "duration_s": DURATION_S,
                 "idle_s": IDLE_S,
                 "worker_concurrency": WORKER_CONCURRENCY,
+                "offered_spans_per_s": {"protobuf": RATE, "OTLP JSON": RATE_JSON},
                 "profile": profile,
             },
         )

@@ -230,6 +230,10 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes the database connection around every task unless
+# this is set; connections are then kept like the web's (CONN_MAX_AGE, checked before
+# each task by budgets_site.celery) and renewed after this many tasks at the latest.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
 CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("ingest", "rollup", "alerts"))

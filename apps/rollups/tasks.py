@@ -11,8 +11,10 @@ from apps.rollups.services.finalize import traces_finalize_due
 from apps.rollups.services.rollup import rollups_process_dirty
 from apps.rollups.services.rollup_retention import rollups_expire
 
-# Scheduled every second; a busy run keeps going for a while instead of waiting a beat.
-FINALIZE_TIME_BUDGET_S = 5.0
+# Scheduled every second; a busy run keeps going until the next beat, no longer: the
+# rollup passes its commits enqueue expire within two seconds, and a run holding its
+# pool process for longer would leave the rollups of a busy pipeline stale.
+FINALIZE_TIME_BUDGET_S = 1.0
 ROLLUP_SCHEDULED_KEY = "rollups:pass-scheduled:{second}"
 
 

@@ -2,6 +2,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from apps.core.models import WorkerHeartbeat
 from apps.core.tasks import record_heartbeat
@@ -20,3 +21,42 @@ def test_a_real_worker_process_consumes_a_task_from_the_broker(tmp_path: Path) -
         )
     assert done, f"the worker did not run the task; its log:\n{log.read_text()[-4000:]}"
     assert "apps.core.tasks.record_heartbeat" in log.read_text()
+
+
+def _other_backends() -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+def _heartbeat(hostname: str) -> bool:
+    record_heartbeat.apply_async(kwargs={"hostname": hostname})
+    return wait_for(lambda: WorkerHeartbeat.objects.filter(hostname=hostname).exists(), timeout=60)
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_keeps_its_database_connection_and_replaces_a_broken_one(
+    tmp_path: Path,
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("backends are listed by PostgreSQL")
+    log = tmp_path / "worker.log"
+    with celery_worker(log):
+        assert _heartbeat("first"), log.read_text()[-4000:]
+        after_first = _other_backends()
+        assert _heartbeat("second"), log.read_text()[-4000:]
+        after_second = _other_backends()
+        # One connection served both tasks and outlived them (Celery alone would close
+        # it after each task and open another for the next).
+        assert len(after_first) == 1
+        assert after_second == after_first
+        # A connection that broke between tasks is replaced before the next one runs.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [after_first.pop()])
+        assert _heartbeat("third"), log.read_text()[-4000:]
+        assert _other_backends().isdisjoint(after_second)
+    assert "OperationalError" not in log.read_text()

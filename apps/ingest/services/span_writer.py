@@ -72,10 +72,12 @@ _CREATE_TRACES = f"""
     ON CONFLICT (team_id, trace_id) DO NOTHING
     RETURNING id, span_count
 """
-# Then the touched traces are locked in id order, for the same reason.
+# Then the touched traces that existed before are locked in id order, for the same
+# reason; the ones this drain created are invisible to others until it commits.
 _LOCK_TRACES = f"""
     SELECT t.id FROM ingest_trace AS t
     WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
+        AND t.id <> ALL(%(created)s::bigint[])
     ORDER BY t.id FOR UPDATE OF t
 """
 # New spans only, and the traces that existed before reopened with the idle clock
@@ -149,8 +151,8 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
             copy.write(COPY_TRAILER)
         cursor.execute(_CREATE_TRACES, {"now": now})
         created = cursor.fetchall()
-        cursor.execute(_LOCK_TRACES)
         created_pks = array_literal(pk for pk, _ in created)
+        cursor.execute(_LOCK_TRACES, {"created": created_pks})
         # The staging rows meet their traces in a hash join. The planner cannot count the
         # traces touched, guesses few, and would sort every staged row for a merge join:
         # a third of the statement's time.

@@ -103,7 +103,14 @@ def _due(now: datetime) -> Q:
     return Q(root_span_id__isnull=False, last_span_at__lte=settled) | Q(first_seen_at__lte=waited)
 
 
-def traces_finalize_due(*, now: datetime | None = None, limit: int = 500) -> FinalizeResult:
+# Traces per pass: a pass has fixed costs (the teams' pipelines and rules, half a dozen
+# statements), which a few thousand traces share.
+FINALIZE_BATCH = 2000
+
+
+def traces_finalize_due(
+    *, now: datetime | None = None, limit: int = FINALIZE_BATCH
+) -> FinalizeResult:
     """Analyze up to ``limit`` open traces that went quiet, in one transaction.
 
     A trace with its root is analyzed once it has been quiet for
