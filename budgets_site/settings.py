@@ -240,6 +240,10 @@ CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("ingest", 
 CELERY_TASK_DEFAULT_QUEUE = "rollup"
 CELERY_TASK_ROUTES = {
     "apps.ingest.*": {"queue": "ingest"},
+    # Turning spans into analyzed traces is ingestion. A busy run each second would
+    # otherwise sit in front of the rollup passes in their queue until they expired; in
+    # a queue of its own, the worker takes from both in turn.
+    "apps.rollups.tasks.finalize_quiet_traces": {"queue": "ingest"},
     "apps.rollups.*": {"queue": "rollup"},
     "apps.alerts.*": {"queue": "alerts"},
     "apps.core.*": {"queue": "rollup"},

@@ -60,3 +60,21 @@ def test_a_worker_keeps_its_database_connection_and_replaces_a_broken_one(
         assert _heartbeat("third"), log.read_text()[-4000:]
         assert _other_backends().isdisjoint(after_second)
     assert "OperationalError" not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("task", "queue"),
+    [
+        ("apps.ingest.tasks.drain_raw_batches", "ingest"),
+        # Analysis shares the ingest queue: in the rollup queue, a busy finalize run each
+        # second would hold the rollup passes behind it until they expired.
+        ("apps.rollups.tasks.finalize_quiet_traces", "ingest"),
+        ("apps.rollups.tasks.process_dirty_rollups", "rollup"),
+        ("apps.rollups.tasks.evaluate_budgets", "rollup"),
+        ("apps.core.tasks.record_heartbeat", "rollup"),
+    ],
+)
+def test_tasks_are_routed_to_their_queues(task: str, queue: str) -> None:
+    from budgets_site.celery import app
+
+    assert app.amqp.router.route({}, task)["queue"].name == queue

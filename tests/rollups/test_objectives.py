@@ -127,3 +127,19 @@ def test_tiles_cover_the_window_once_with_aligned_buckets(
         assert low % resolution == 0
         assert high % resolution == 0
         assert low < high
+
+
+@pytest.mark.parametrize("into_bucket", [timedelta(milliseconds=300), timedelta(seconds=4)])
+def test_traffic_of_the_bucket_now_falls_in_counts(
+    pipeline: Pipeline, into_bucket: timedelta
+) -> None:
+    # "now" a fraction of a second past a 10 s boundary still reaches into that bucket.
+    boundary = T0 + timedelta(days=40, hours=12, seconds=10)
+    put_bucket(pipeline, None, boundary, [100.0] * 30, resolution=10, good=29)
+
+    status = pipeline_objective_status(pipeline=pipeline, now=boundary + into_bucket)
+
+    assert status is not None
+    assert (status.total, status.good) == (30, 29)
+    assert status.burn_rates
+    assert all(rate.total == 30 for rate in status.burn_rates)

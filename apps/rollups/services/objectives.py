@@ -7,6 +7,7 @@ total; the burn rate is that fraction over the allowed one, 1 - target, so a
 burn rate of 1 spends the error budget exactly over the objective's period.
 """
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -68,7 +69,9 @@ def window_tiles(start: int, end: int, resolutions: tuple[int, ...]) -> list[Til
 
 
 def objective_tiles(*, start: datetime, end: datetime) -> list[Tile]:
-    start_s, end_s = int(start.timestamp()), int(end.timestamp())
+    # Whole seconds that still reach into the buckets the window's ends fall in: an end
+    # a fraction of a second into a bucket counts that bucket.
+    start_s, end_s = math.floor(start.timestamp()), math.ceil(end.timestamp())
     older = LONG_RESOLUTIONS if end - start > LONG_WINDOW else OLDER_RESOLUTIONS
     cut = max(start_s, _floor(int((end - RECENT).timestamp()), older[-1]))
     return window_tiles(start_s, cut, older) + window_tiles(cut, end_s, RECENT_RESOLUTIONS)
