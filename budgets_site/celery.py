@@ -22,9 +22,9 @@ def _database_connections_check(*, task: Task, **kwargs: Any) -> None:
 
     Celery's own Django fix-up closes every connection around every task instead
     (unless ``CELERY_DB_REUSE_MAX`` is set, see settings): a new PostgreSQL backend per
-    task, each loading the catalog of every span partition again, cost the worker
-    more CPU than the tasks' own queries. Eager tasks run inside the caller's
-    connection and transaction, which are left alone.
+    task, which forks, authenticates, fills its catalog caches and creates the drain's
+    staging table again, several times a second under load. Eager tasks run inside the
+    caller's connection and transaction, which are left alone.
     """
     if not getattr(task.request, "is_eager", False):
         close_old_connections()
