@@ -263,24 +263,45 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Ingestion and trace assembly ---------------------------------------------------
+
+
+def _at_least(least: float, name: str, value: float) -> float:
+    """A numeric setting checked at start-up: a negative time or a zero cap is a typo,
+    and it should stop the process with its name rather than make ingestion misbehave."""
+    if value < least:
+        raise ImproperlyConfigured(f"{name} must be at least {least:g}; it is {value:g}.")
+    return value
+
+
+def _int(name: str, *, default: int, least: int) -> int:
+    return int(_at_least(least, name, env.int(name, default=default)))
+
+
+def _seconds(name: str, *, default: float) -> float:
+    return _at_least(0, name, env.float(name, default=default))
+
+
 # Caps apply to the body as sent and again after decompression.
-INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024)
-INGEST_MAX_DECOMPRESSED_BYTES = env.int("INGEST_MAX_DECOMPRESSED_BYTES", default=32 * 1024 * 1024)
+INGEST_MAX_BODY_BYTES = _int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024, least=1)
+INGEST_MAX_DECOMPRESSED_BYTES = _int(
+    "INGEST_MAX_DECOMPRESSED_BYTES", default=32 * 1024 * 1024, least=1
+)
 # Per ingest token, spans per second averaged over a few seconds; 0 turns the limit off.
-INGEST_RATE_LIMIT_SPANS = env.int("INGEST_RATE_LIMIT_SPANS", default=50_000)
-# Accepted spans not yet stored; past this, clients are told to retry later (503).
-INGEST_MAX_BACKLOG_SPANS = env.int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000)
+INGEST_RATE_LIMIT_SPANS = _int("INGEST_RATE_LIMIT_SPANS", default=50_000, least=0)
+# Accepted spans not yet stored; past this, clients are told to retry later (503); 0
+# turns the cap off.
+INGEST_MAX_BACKLOG_SPANS = _int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000, least=0)
 # One ingest task stores up to this many spans from many coalesced requests.
-INGEST_DRAIN_MAX_SPANS = env.int("INGEST_DRAIN_MAX_SPANS", default=20_000)
+INGEST_DRAIN_MAX_SPANS = _int("INGEST_DRAIN_MAX_SPANS", default=20_000, least=1)
 # Drains running at once (each one claims different batches with SKIP LOCKED).
-INGEST_DRAIN_CONCURRENCY = env.int("INGEST_DRAIN_CONCURRENCY", default=1)
-TRACE_IDLE_SECONDS = env.float("TRACE_IDLE_SECONDS", default=10.0)
+INGEST_DRAIN_CONCURRENCY = _int("INGEST_DRAIN_CONCURRENCY", default=1, least=1)
+TRACE_IDLE_SECONDS = _seconds("TRACE_IDLE_SECONDS", default=10.0)
 # A trace with its root gets its stage samples after this long without new spans, then
 # is final once TRACE_IDLE_SECONDS pass; a span in between recomputes it.
-TRACE_SETTLE_SECONDS = env.float("TRACE_SETTLE_SECONDS", default=2.0)
-TRACE_MAX_WAIT_SECONDS = env.float("TRACE_MAX_WAIT_SECONDS", default=300.0)
-SPAN_RETENTION_DAYS = env.int("SPAN_RETENTION_DAYS", default=7)
-SAMPLE_RETENTION_DAYS = env.int("SAMPLE_RETENTION_DAYS", default=30)
+TRACE_SETTLE_SECONDS = _seconds("TRACE_SETTLE_SECONDS", default=2.0)
+TRACE_MAX_WAIT_SECONDS = _seconds("TRACE_MAX_WAIT_SECONDS", default=300.0)
+SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
+SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.processes import ROOT
 
 PRODUCTION_KEY = "x7#kq2!vLr9@pWz4$Nt8^Hc3&Bm6*Yf1(Gd5)Js0-Ua2+Ee7=Io4"
@@ -89,3 +91,40 @@ def test_embedded_defaults_need_no_server(tmp_path: Path) -> None:
     assert lines[1] == "filesystem://"
     assert lines[2].endswith("LocMemCache")
     assert lines[3] == "django.core.mail.backends.console.EmailBackend"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TRACE_IDLE_SECONDS", "-1", "TRACE_IDLE_SECONDS must be at least 0; it is -1."),
+        ("TRACE_SETTLE_SECONDS", "-0.5", "TRACE_SETTLE_SECONDS must be at least 0; it is -0.5."),
+        ("SPAN_RETENTION_DAYS", "0", "SPAN_RETENTION_DAYS must be at least 1; it is 0."),
+        ("INGEST_MAX_BODY_BYTES", "0", "INGEST_MAX_BODY_BYTES must be at least 1; it is 0."),
+        ("INGEST_DRAIN_CONCURRENCY", "0", "INGEST_DRAIN_CONCURRENCY must be at least 1; it is 0."),
+        ("INGEST_RATE_LIMIT_SPANS", "-5", "INGEST_RATE_LIMIT_SPANS must be at least 0; it is -5."),
+    ],
+)
+def test_an_out_of_range_setting_stops_the_process_with_its_name(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    result = _manage("check", tmp_path=tmp_path, embedded=True, DEBUG="true", **{name: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_settings_at_their_least_values_are_accepted(tmp_path: Path) -> None:
+    result = _manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings as s; "
+        "print(s.TRACE_SETTLE_SECONDS, s.INGEST_RATE_LIMIT_SPANS, s.SPAN_RETENTION_DAYS)",
+        tmp_path=tmp_path,
+        embedded=True,
+        DEBUG="true",
+        TRACE_SETTLE_SECONDS="0",
+        INGEST_RATE_LIMIT_SPANS="0",
+        SPAN_RETENTION_DAYS="1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0.0", "0", "1"]
