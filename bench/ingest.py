@@ -109,7 +109,7 @@ class FreshBodies:
             ]
             spans = [s for t in traces for s in t]
             body = encode(spans)
-            places = [_offsets(body, self._id(spans[0]["trace_id"])) for spans in traces]
+            places = [_offsets(body, self._id(trace[0]["trace_id"])) for trace in traces]
             self.templates.append((body, places, _Times(body, spans, decimal=self.hex)))
 
     def _id(self, trace_id: bytes) -> bytes:

@@ -32,7 +32,7 @@ def drain_schedule() -> None:
 
 
 def _lease() -> str | None:
-    for slot in range(max(1, settings.INGEST_DRAIN_CONCURRENCY)):
+    for slot in range(settings.INGEST_DRAIN_CONCURRENCY):  # at least 1, checked by settings
         key = DRAIN_LEASE_KEY.format(slot=slot)
         if cache.add(key, 1, timeout=DRAIN_LEASE_S):
             return key
