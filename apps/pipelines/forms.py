@@ -218,7 +218,13 @@ class StageForm(forms.Form):
 
 
 class SpanRuleForm(forms.Form):
-    span_name = forms.CharField(label="Span name", required=False, max_length=500)
+    span_name = forms.CharField(
+        label="Span name",
+        required=False,
+        max_length=500,
+        help_text="A glob matches the whole name (* any run, ? one character, [a-z] one of a "
+        "set); a regex, in RE2 syntax, matches anywhere in it.",
+    )
     name_match = forms.ChoiceField(label="as", choices=NameMatch.choices, initial=NameMatch.GLOB)
     attributes = AttributeLinesField(label="Attributes")
     span_kind = forms.ChoiceField(label="Span kind", choices=SpanKind.choices, required=False)

@@ -9,6 +9,7 @@ from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stag
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,
+    validate_glob,
     validate_span_name,
 )
 from apps.teams.models import Team
@@ -42,6 +43,10 @@ def _pipeline_validate(pipeline: Pipeline) -> None:
         validate_attributes(pipeline.match_attributes)
     except ValidationError as exc:
         errors.setdefault("match_attributes", []).extend(exc.messages)
+    try:
+        validate_glob(pipeline.match_root_span)
+    except ValidationError as exc:
+        errors.setdefault("match_root_span", []).extend(exc.messages)
     if not pipeline.budget:
         errors.setdefault("budget", []).append(
             "Set an end-to-end budget at one or more of p50/p90/p95/p99."

@@ -1,7 +1,6 @@
 """Checks shared by the forms, the REST API and configuration as code."""
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.pipelines.models import PERCENTILES, NameMatch, Pipeline
+from apps.pipelines.name_patterns import name_pattern
 
 ATTRIBUTE_VALUE_TYPES = (str, int, float, bool)
 
@@ -28,16 +28,26 @@ def validate_attributes(value: Any) -> dict[str, str | int | float | bool]:
     return value
 
 
-def validate_regex(pattern: str) -> None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValidationError(f"Invalid regular expression “{pattern}”: {exc}.") from exc
+def _quoted(pattern: str) -> str:
+    return pattern if len(pattern) <= 60 else f"{pattern[:60]}…"
 
 
 def validate_span_name(pattern: str, name_match: str) -> None:
-    if name_match == NameMatch.REGEX and pattern:
-        validate_regex(pattern)
+    """A glob or regex the matcher can run: RE2 syntax, within the length and size bounds."""
+    if not pattern or name_match not in NameMatch.values:
+        return  # an unknown name_match is the model's choices to report
+    problem = name_pattern(pattern=pattern, kind=name_match).problem
+    if problem is not None:
+        what = "regular expression" if name_match == NameMatch.REGEX else "glob"
+        raise ValidationError(f"Invalid {what} “{_quoted(pattern)}”: {problem}.")
+
+
+def validate_regex(pattern: str) -> None:
+    validate_span_name(pattern, NameMatch.REGEX)
+
+
+def validate_glob(pattern: str) -> None:
+    validate_span_name(pattern, NameMatch.GLOB)
 
 
 def validate_budget_mapping(value: Any, *, single: bool = False) -> dict[str, int]:

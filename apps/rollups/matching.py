@@ -5,9 +5,12 @@ order; the first rule that matches a part of a span gets that part.
 
 Conditions of a rule, all of which must hold (an empty one matches everything):
 
-- span name: a glob must match the whole name (``fnmatch.fnmatchcase``: case
-  sensitive, ``*`` also crosses dots); a regex matches anywhere in the name
-  (``re.search``), so anchor it with ``^...$`` to pin the whole name;
+- span name: a glob must match the whole name (case sensitive; ``*`` also
+  crosses dots, ``?`` is one character, ``[a-z]``/``[!a-z]`` a class); a regex,
+  in RE2 syntax, matches anywhere in the name, so anchor it with ``^...$`` to pin
+  the whole name. Both run on RE2, in time linear in the name; names are matched
+  on their first 500 characters, patterns have at most 500, and a stored pattern
+  RE2 cannot run never matches (see ``apps.pipelines.name_patterns``);
 - attributes: each key must be present and equal after both sides are turned
   into text: ``200``, ``200.0`` and ``"200"`` are equal, ``true`` equals
   ``True`` and ``"true"``; other strings compare exactly; list and map values
@@ -19,13 +22,11 @@ An LLM span splits at its first token into a part before it and a part after
 it; see ``first_token_ns`` and ``StageMatcher.match``.
 """
 
-import fnmatch
-import math
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from apps.pipelines.name_patterns import NameTest, name_test
 from apps.rollups.spans import Span
 
 if TYPE_CHECKING:
@@ -102,7 +103,16 @@ def normalise_kind(kind: str) -> str:
     return kind.strip().lower().removeprefix("span_kind_")
 
 
+# The largest offset a span can hold: its times are signed 64-bit nanoseconds.
+_MAX_OFFSET_S = (2**63 - 1) / 1e9
+
+
 def _seconds(value: Any) -> float | None:
+    """Seconds from a stored attribute; None for anything that is no usable number.
+
+    Total: spans stored before ingestion checked this attribute may hold anything
+    JSON can, and one bad span must not stop the analysis of every trace.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -110,16 +120,20 @@ def _seconds(value: Any) -> float | None:
             value = float(value)
         except ValueError:
             return None
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
+    if not isinstance(value, int | float):
+        return None
+    # Compared before any conversion, so a huge integer cannot overflow; NaN fails too.
+    if not -_MAX_OFFSET_S <= value <= _MAX_OFFSET_S:
+        return None
+    return float(value)
 
 
 def first_token_ns(span: Span, event_name: str = DEFAULT_FIRST_TOKEN_EVENT) -> int | None:
     """When the span's first token arrived, clamped into the span; None when unknown.
 
     ``gen_ai.response.time_to_first_chunk`` (seconds after the start) wins over
-    the earliest event named ``event_name``.
+    the earliest event named ``event_name``, unless it is no usable number (see
+    ``_seconds``); it never raises, whatever the stored value.
     """
     value = span.attributes.get(TIME_TO_FIRST_CHUNK)
     seconds = None if value is None else _seconds(value)
@@ -197,7 +211,7 @@ class CompiledRule:
             return False
         if self._kind and normalise_kind(span.kind) != self._kind:
             return False
-        if self._name is not None and self._name(span.name) is None:
+        if self._name is not None and not self._name(span.name):
             return False
         attributes = span.attributes
         for key, wanted in self._attributes:
@@ -208,15 +222,15 @@ class CompiledRule:
         return True
 
 
-def _name_test(pattern: str, name_match: str) -> Callable[[str], object] | None:
-    """Raises ``re.error`` for a bad regex; the pipeline services reject those on save."""
+def _name_test(pattern: str, name_match: str) -> NameTest | None:
+    """None when the rule has no name condition.
+
+    A pattern RE2 cannot run never matches, so one team's broken rule cannot fail
+    a pass shared with other teams.
+    """
     if not pattern:
         return None
-    if name_match == REGEX:
-        return re.compile(pattern).search
-    if name_match == GLOB:
-        return re.compile(fnmatch.translate(pattern)).match
-    raise ValueError(f"Unknown name match {name_match!r}.")
+    return name_test(pattern=pattern, kind=name_match)
 
 
 class StageMatcher:

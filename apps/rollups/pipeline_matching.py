@@ -1,10 +1,9 @@
 """Which pipeline a trace belongs to, decided on its root span."""
 
-import re
 from dataclasses import dataclass
-from fnmatch import translate
 
 from apps.pipelines.models import Pipeline
+from apps.pipelines.name_patterns import GLOB, NameTest, name_test
 from apps.rollups.matching import StageMatcher, attribute_text, stage_specs_from_pipeline
 from apps.rollups.spans import Span
 
@@ -13,7 +12,7 @@ from apps.rollups.spans import Span
 class CompiledPipeline:
     pipeline: Pipeline
     service: str
-    root_name: re.Pattern[str] | None
+    root_name: NameTest | None
     attributes: tuple[tuple[str, str | None], ...]
     matcher: StageMatcher
     stage_ids: dict[str, int]
@@ -25,7 +24,7 @@ class CompiledPipeline:
     def matches(self, root: Span) -> bool:
         if self.service and root.service != self.service:
             return False
-        if self.root_name is not None and not self.root_name.match(root.name):
+        if self.root_name is not None and not self.root_name(root.name):
             return False
         for key, expected in self.attributes:
             if key not in root.attributes or attribute_text(root.attributes[key]) != expected:
@@ -38,7 +37,7 @@ def compile_pipeline(pipeline: Pipeline) -> CompiledPipeline:
     return CompiledPipeline(
         pipeline=pipeline,
         service=pipeline.match_service,
-        root_name=re.compile(translate(pipeline.match_root_span))
+        root_name=name_test(pattern=pipeline.match_root_span, kind=GLOB)
         if pipeline.match_root_span
         else None,
         attributes=tuple(

@@ -90,6 +90,27 @@ def test_create_rejects_invalid_rules_and_writes_nothing(api: ApiWorld, payload,
     assert db_state() == before
 
 
+@pytest.mark.parametrize(
+    ("span_name", "phrase"),
+    [
+        (r"(a)\1", "backreferences are not supported (RE2 syntax)"),
+        ("(?=x)", "lookahead assertions are not supported (RE2 syntax)"),
+    ],
+)
+def test_create_refuses_a_regex_re2_cannot_run_naming_the_construct(
+    api: ApiWorld, span_name, phrase
+):
+    before = db_state()
+    response = token_client(api.world.editor).post(
+        RULES, {"span_name": span_name, "name_match": "regex"}, format="json"
+    )
+    assert response.status_code == 400
+    assert error_of(response)["fields"]["span_name"] == [
+        f"Invalid regular expression “{span_name}”: {phrase}."
+    ]
+    assert db_state() == before
+
+
 def test_patch_changes_only_the_fields_sent(api: ApiWorld):
     url = f"{RULES}{api.rule.pk}/"
     response = token_client(api.world.editor).patch(url, {"service": "vectors"}, format="json")

@@ -202,6 +202,34 @@ INVALID = [
         id="invalid-regex",
     ),
     pytest.param(
+        stage_doc("- slug: s\n  name: S\n  match:\n    - span_name_regex: '(a)\\1'\n"),
+        10,
+        "“span_name_regex”: Invalid regular expression “(a)\\1”: backreferences are not"
+        " supported (RE2 syntax).",
+        id="regex-backreference",
+    ),
+    pytest.param(
+        stage_doc("- slug: s\n  name: S\n  match:\n    - span_name_regex: '^(?=x)'\n"),
+        10,
+        "“span_name_regex”: Invalid regular expression “^(?=x)”: lookahead assertions are not"
+        " supported (RE2 syntax).",
+        id="regex-lookahead",
+    ),
+    pytest.param(
+        stage_doc("- slug: s\n  name: S\n  match:\n    - span_name: '" + "?" * 200 + "'\n"),
+        10,
+        "“span_name”: Invalid glob",
+        id="glob-too-complex",
+    ),
+    pytest.param(
+        doc(
+            "- slug: a\n  name: A\n  budget: {p95: 1}\n  match: {root_span: '" + "?" * 200 + "'}\n"
+        ),
+        6,
+        "“root_span”: Invalid glob",
+        id="root-span-glob-too-complex",
+    ),
+    pytest.param(
         stage_doc(
             "- slug: s\n  name: S\n  match:\n    - span_name: a*\n      span_name_regex: ^a\n"
         ),

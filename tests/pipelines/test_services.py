@@ -3,14 +3,21 @@ from django.core.exceptions import ValidationError
 
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipeline_with_stages
-from apps.pipelines.services import pipeline_create, pipeline_update, stages_reorder
+from apps.pipelines.services import (
+    pipeline_create,
+    pipeline_update,
+    span_rule_create,
+    span_rule_update,
+    stages_reorder,
+)
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_budget_mapping,
     validate_evaluation_value,
+    validate_span_name,
 )
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
+from tests.factories import make_pipeline, make_rule, make_stage
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf"), 2.5, "100", True])
@@ -112,3 +119,40 @@ def test_the_shared_evaluation_check_accepts_whole_floats_as_integers() -> None:
     (window, *_) = EVALUATION_SETTINGS
     assert validate_evaluation_value(window, 600.0) == 600
     assert type(validate_evaluation_value(window, 600.0)) is int
+
+
+# --- Span-name patterns ---------------------------------------------------------
+
+
+def test_a_nested_quantifier_saves_but_a_backreference_is_refused_naming_it(
+    world: TeamWorld,
+) -> None:
+    stage = make_stage(make_pipeline(world.team, "rag"), "retrieval")
+    span_rule_create(stage=stage, span_name="^(a+)+$", name_match="regex")
+    with pytest.raises(ValidationError) as caught:
+        span_rule_create(stage=stage, span_name=r"(a)\1", name_match="regex")
+    assert caught.value.message_dict["span_name"] == [
+        "Invalid regular expression “(a)\\1”: backreferences are not supported (RE2 syntax)."
+    ]
+    assert list(stage.rules.values_list("span_name", flat=True)) == ["^(a+)+$"]
+
+
+def test_an_update_to_a_lookahead_is_refused_and_the_rule_kept(world: TeamWorld) -> None:
+    rule = make_rule(make_stage(make_pipeline(world.team, "rag"), "retrieval"), span_name="a*")
+    with pytest.raises(ValidationError, match="lookahead assertions are not supported"):
+        span_rule_update(rule=rule, span_name="(?=x)", name_match="regex")
+    rule.refresh_from_db()
+    assert (rule.span_name, rule.name_match) == ("a*", "glob")
+
+
+@pytest.mark.parametrize("name_match", ["glob", "regex"])
+def test_the_shared_check_refuses_a_pattern_over_500_characters(name_match: str) -> None:
+    with pytest.raises(ValidationError, match="longer than 500 characters"):
+        validate_span_name("a" * 501, name_match)
+
+
+def test_a_root_span_glob_too_complex_to_match_is_refused(world: TeamWorld) -> None:
+    with pytest.raises(ValidationError) as caught:
+        make_pipeline(world.team, "rag", match_root_span="?" * 200)
+    assert "too complex" in caught.value.message_dict["match_root_span"][0]
+    assert not Pipeline.objects.filter(slug="rag").exists()

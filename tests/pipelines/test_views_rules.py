@@ -120,6 +120,8 @@ def test_rules_are_appended_in_order(world: TeamWorld, stage: Stage, rule: SpanR
     ("overrides", "message"),
     [
         ({"span_name": "chat(", "name_match": "regex"}, "Invalid regular expression"),
+        ({"span_name": "(a)\\1", "name_match": "regex"}, "backreferences are not supported"),
+        ({"span_name": "(?=x)", "name_match": "regex"}, "lookahead assertions are not supported"),
         ({}, "A rule needs at least one condition"),
         ({"attributes": "just a line"}, "Line 1: write key=value"),
         ({"attributes": "a=1\n=2"}, "Line 2: write key=value"),

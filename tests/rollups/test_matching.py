@@ -1,8 +1,10 @@
-import re
+import time
 from typing import Any
 
 import pytest
 
+from apps.pipelines.selectors import pipeline_with_stages
+from apps.pipelines.services import span_rule_create
 from apps.rollups import matching
 from apps.rollups.matching import (
     AFTER_FIRST_TOKEN,
@@ -15,6 +17,8 @@ from apps.rollups.matching import (
     StageSpec,
     first_token_ns,
 )
+from apps.rollups.pipeline_matching import PipelineRouter
+from tests.factories import make_pipeline, make_stage, make_team
 from tests.rollups.builders import MS, span
 
 
@@ -35,6 +39,23 @@ def stage_of(rule: RuleSpec, **span_fields: Any) -> str | None:
         ("auth?", "auth1", True),
         ("auth?", "auth12", False),
         ("[ab]pi", "bpi", True),
+        ("[ab]pi", "cpi", False),
+        ("[a-c]pi", "cpi", True),
+        ("[!a-c]pi", "cpi", False),
+        ("[!a-c]pi", "dpi", True),
+        ("[]]x", "]x", True),
+        ("db[", "db[", True),
+        ("chat ?pt-*", "chat gpt-4o", True),
+        ("chat ?pt-*", "chat pt-4o", False),
+        ("llm.*", "llm.chat", True),
+        ("llm.*", "llmXchat", False),
+        ("a+b", "a+b", True),
+        ("a+b", "aab", False),
+        ("call(x)", "call(x)", True),
+        ("^auth$", "^auth$", True),
+        ("^auth$", "auth", False),
+        ("a\\b", "a\\b", True),
+        ("*.query", "vector.search.query", True),
     ],
 )
 def test_a_glob_must_match_the_whole_span_name(pattern: str, name: str, hit: bool) -> None:
@@ -55,9 +76,36 @@ def test_a_regex_matches_anywhere_in_the_span_name(pattern: str, name: str, hit:
     assert (stage_of(rule, name=name) == "hit") is hit
 
 
-def test_a_bad_regex_fails_when_compiled() -> None:
-    with pytest.raises(re.error):
-        StageMatcher([StageSpec("s", [RuleSpec(span_name="(", name_match=REGEX)])])
+def test_a_regex_re2_cannot_run_never_matches_and_later_rules_still_do() -> None:
+    stages = [
+        StageSpec("broken", [RuleSpec(span_name=r"^(a)\1$", name_match=REGEX)]),
+        StageSpec("fallback", [RuleSpec(span_name="a*")], position=1),
+    ]
+    assert StageMatcher(stages).match(span("s", None, 0, 10, name="aa")).before_stage == (
+        "fallback"
+    )
+
+
+def test_a_catastrophic_regex_is_matched_in_linear_time() -> None:
+    matcher = StageMatcher([StageSpec("s", [RuleSpec(span_name="^(a+)+$", name_match=REGEX)])])
+    started = time.process_time()
+    match = matcher.match(span("s", None, 0, 10, name="a" * 41 + "!"))
+    assert time.process_time() - started < 0.1
+    assert match.before_stage is None
+
+
+@pytest.mark.django_db
+def test_analysis_routes_and_matches_a_saved_catastrophic_rule_in_linear_time() -> None:
+    pipeline = make_pipeline(make_team("acme"), "chat", match_root_span="a*")
+    stage = make_stage(pipeline, "s")
+    span_rule_create(stage=stage, span_name="^(a+)+$", name_match=REGEX)
+    router = PipelineRouter([pipeline_with_stages(pipeline=pipeline)])
+    name = "a" * 41 + "!"
+    started = time.process_time()
+    routed = router.route(span("root", None, 0, 10, name=name))
+    assert routed is not None
+    assert routed.matcher.match(span("s", "root", 0, 10, name=name)).before_stage is None
+    assert time.process_time() - started < 0.1
 
 
 @pytest.mark.parametrize(
@@ -255,6 +303,35 @@ def test_time_to_first_chunk_wins_over_the_event_and_is_clamped_into_the_span() 
     )
     assert first_token_ns(span("s", None, 50, 100, events=(("first_token", 10),))) == 50
     assert first_token_ns(span("s", None, 0, 100)) is None
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [1e300, -1e300, "1e300", "-1e300", 10**400, -(10**400), "1" + "0" * 300],
+    ids=["1e300", "-1e300", "'1e300'", "'-1e300'", "10**400", "-10**400", "300 digits"],
+)
+def test_a_stored_time_to_first_chunk_too_big_for_any_span_means_no_first_token(
+    stored: Any,
+) -> None:
+    # Spans stored before ingestion checked the value; these used to raise OverflowError.
+    llm = span("s", None, 0, 100, name="chat", attributes={matching.TIME_TO_FIRST_CHUNK: stored})
+
+    assert first_token_ns(llm) is None
+    assert StageMatcher(RAG).match(llm) == SpanMatch(None, "ttft", "ttft")
+
+
+def test_no_stored_time_to_first_chunk_makes_first_token_ns_raise() -> None:
+    values = [1e300, "1e300", 10**400, "nan", "inf", True, False, [0.25], {"s": 1}, "", "soon"]
+    for value in values:
+        llm = span("s", None, 0, 100, attributes={matching.TIME_TO_FIRST_CHUNK: value})
+        assert first_token_ns(llm) is None, value
+
+
+def test_an_unusable_stored_time_to_first_chunk_falls_back_to_the_event() -> None:
+    events = (("first_token", 40),)
+    llm = span("s", None, 0, 100, attributes={matching.TIME_TO_FIRST_CHUNK: 1e300}, events=events)
+
+    assert first_token_ns(llm) == 40
 
 
 def test_without_a_first_token_until_first_token_takes_the_whole_span() -> None:

@@ -1,6 +1,7 @@
 """The ``pipelines:`` section: from nodes to the desired pipelines, stages and rules."""
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -14,6 +15,7 @@ from apps.pipelines.validation import (
     validate_attributes,
     validate_budget_mapping,
     validate_evaluation_value,
+    validate_glob,
     validate_regex,
 )
 from apps.teams.models import slug_validator
@@ -119,10 +121,16 @@ def _name(reader: Reader, item: Item | None) -> str:
     return reader.text(item, max_length=100) or ""
 
 
-def _optional_text(reader: Reader, item: Item | None, *, max_length: int | None) -> str:
+def _optional_text(
+    reader: Reader,
+    item: Item | None,
+    *,
+    max_length: int | None,
+    check: Callable[[str], None] | None = None,
+) -> str:
     if item is None:
         return ""
-    return reader.text(item, max_length=max_length, allow_empty=True) or ""
+    return reader.text(item, max_length=max_length, allow_empty=True, check=check) or ""
 
 
 def _attributes(reader: Reader, item: Item | None) -> dict[str, Any]:
@@ -257,7 +265,9 @@ def _rule(reader: Reader, node: Node) -> RuleSpec:
             "Use span_name (a glob) or span_name_regex, not both in one rule.",
         )
     elif "span_name" in entries:
-        fields["span_name"] = reader.text(entries["span_name"], max_length=500) or ""
+        fields["span_name"] = (
+            reader.text(entries["span_name"], max_length=500, check=validate_glob) or ""
+        )
     elif "span_name_regex" in entries:
         pattern = reader.text(entries["span_name_regex"], max_length=500, check=validate_regex)
         fields.update(span_name=pattern or "", name_match=NameMatch.REGEX)
@@ -328,7 +338,9 @@ def _pipeline(reader: Reader, node: Node) -> PipelineSpec:
         name=_name(reader, entries.get("name")),
         description=_optional_text(reader, entries.get("description"), max_length=None),
         match_service=_optional_text(reader, match.get("service"), max_length=200),
-        match_root_span=_optional_text(reader, match.get("root_span"), max_length=200),
+        match_root_span=_optional_text(
+            reader, match.get("root_span"), max_length=200, check=validate_glob
+        ),
         match_attributes=_attributes(reader, match.get("attributes")),
         budget=_budget(reader, entries["budget"], single=False) if "budget" in entries else {},
         objective_target=target,
