@@ -25,6 +25,8 @@ from rest_framework.views import APIView
 
 from apps.core.api.schema import ErrorSerializer
 from apps.ingest.auth import HasIngestToken, IngestTokenAuthentication, request_ingest_token
+from apps.ingest.decoding.body import MAX_CONTENT_CODINGS, MAX_GZIP_MEMBERS
+from apps.ingest.decoding.json_depth import MAX_JSON_DEPTH
 from apps.ingest.models import Encoding
 from apps.ingest.services.intake import (
     Refusal,
@@ -141,11 +143,13 @@ class NativeBatchSerializer(serializers.Serializer):
 
 
 ERRORS = {
-    400: "The body is not JSON or not a span batch (wrong types, missing fields), "
-    "or its compression is corrupt. Nothing was stored.",
+    400: "The body is not JSON or not a span batch (wrong types, missing fields, "
+    f"nested deeper than {MAX_JSON_DEPTH} levels), or its compression is corrupt or has "
+    f"more than {MAX_GZIP_MEMBERS} gzip members. Nothing was stored.",
     401: "Missing, unknown or revoked ingest token (personal API tokens are refused).",
     413: "The body is over the size limit, as sent or after decompression.",
-    415: "The Content-Type is not application/json.",
+    415: "The Content-Type is not application/json, or more than "
+    f"{MAX_CONTENT_CODINGS} Content-Encodings are stacked.",
     429: "The token is over its span rate limit; retry after `Retry-After` seconds.",
     503: "Too many spans are waiting to be stored, or the database is unavailable; "
     "retry after `Retry-After` seconds.",

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
+from apps.teams.authentication import authorization_parts, token_shaped
 from apps.teams.models import IngestToken
 from apps.teams.services import ingest_token_authenticate
 from apps.teams.tokens import API_TOKEN_PREFIX
@@ -30,7 +31,7 @@ def bearer_value(request: HttpRequest) -> str | None:
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if not header:
         return None
-    parts = header.split()
+    parts = authorization_parts(header)
     if len(parts) != 2 or parts[0].lower() != SCHEME.lower():
         raise Unauthenticated(f"malformed Authorization header; {HOW}")
     return parts[1]
@@ -47,7 +48,7 @@ def ingest_token_for_request(request: HttpRequest) -> IngestToken:
 def ingest_token_for_value(raw: str) -> IngestToken:
     if raw.startswith(API_TOKEN_PREFIX):
         raise Unauthenticated("a personal API token cannot send spans; use a team ingest token")
-    token = ingest_token_authenticate(raw=raw)
+    token = ingest_token_authenticate(raw=raw) if token_shaped(raw) else None
     if token is None:
         raise Unauthenticated("unknown or revoked ingest token")
     return token

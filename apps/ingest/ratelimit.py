@@ -35,12 +35,38 @@ def rate_limit_consume(*, token_id: int, spans: int, now: float | None = None) -
         return 0
     now = time.time() if now is None else now
     window = int(now // WINDOW_S)
-    key = f"ingest:rate:{token_id}:{window}"
+    key = _key(token_id, window)
     total = _add_atomically(key, spans)
     # A lone batch larger than a whole window's allowance would otherwise never pass.
     if total <= per_second * WINDOW_S or total == spans:
         return 0
     cache.decr(key, spans)
+    return _until_next(window, now)
+
+
+def rate_limit_wait(*, token_id: int, now: float | None = None) -> int:
+    """Seconds to wait when the token's window is already used up, else 0; counts nothing.
+
+    Checked before a body is decompressed: a token whose next span
+    ``rate_limit_consume`` would refuse, whatever the body holds, is refused without
+    that work.
+    """
+    per_second = settings.INGEST_RATE_LIMIT_SPANS
+    if per_second <= 0:
+        return 0
+    now = time.time() if now is None else now
+    window = int(now // WINDOW_S)
+    used = cache.get(_key(token_id, window))
+    if used is None or int(used) < per_second * WINDOW_S:
+        return 0
+    return _until_next(window, now)
+
+
+def _key(token_id: int, window: int) -> str:
+    return f"ingest:rate:{token_id}:{window}"
+
+
+def _until_next(window: int, now: float) -> int:
     return max(1, math.ceil((window + 1) * WINDOW_S - now))
 
 

@@ -6,6 +6,21 @@ from rest_framework.request import Request
 from apps.teams.services import api_token_authenticate
 from apps.teams.tokens import INGEST_TOKEN_PREFIX
 
+# Generated tokens are under 50 characters of URL-safe base64.
+TOKEN_MAX_CHARS = 200
+
+
+def authorization_parts(header: str) -> list[str]:
+    """The scheme and credentials of an Authorization header. HTTP separates them with
+    spaces; ``str.split()`` would also split on a no-break space and its kin."""
+    return [part for part in header.split(" ") if part]
+
+
+def token_shaped(raw: str) -> bool:
+    """Whether a presented value could be one of our tokens; anything else is refused
+    without hashing it or asking the database."""
+    return len(raw) <= TOKEN_MAX_CHARS and raw.isascii() and raw.isprintable()
+
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer <personal API token>``."""
@@ -13,11 +28,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header:
-            return None
-        parts = header.split()
-        if parts[0].lower() != self.keyword.lower():
+        # The header as the server decoded it (latin-1): a blank one or any byte in it
+        # is a value to refuse, never an error.
+        parts = authorization_parts(request.META.get("HTTP_AUTHORIZATION", ""))
+        if not parts or parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed(
@@ -28,7 +42,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "Ingest tokens can only send spans; use a personal API token."
             )
-        token = api_token_authenticate(raw=parts[1])
+        token = api_token_authenticate(raw=parts[1]) if token_shaped(parts[1]) else None
         if token is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API token.")
         return token.user, token

@@ -1,3 +1,6 @@
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from apps.teams.services import api_token_create, api_token_revoke
@@ -67,4 +70,38 @@ def test_another_scheme_is_not_taken_for_a_token(api: ApiWorld):
 def test_a_session_login_authenticates(api: ApiWorld):
     client = APIClient()
     client.force_login(api.world.viewer)
+    assert client.get(URL).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(" ", id="one space"),
+        pytest.param("\xa0", id="nbsp"),
+        pytest.param("Bearer", id="scheme only"),
+        pytest.param("Bearer  ", id="scheme and spaces"),
+        pytest.param("Token", id="other scheme"),
+        pytest.param("Bearer \xa0", id="scheme and nbsp"),
+        pytest.param("Bearer \xa0lbk_x", id="nbsp before a token"),
+        pytest.param("Bearer lbk_\xe9\xff\xa0", id="latin-1 bytes"),
+        pytest.param("\xe9\xff", id="latin-1 bytes alone"),
+        pytest.param("Bearer lbk_" + "x" * 10_000, id="10 KB"),
+    ],
+)
+def test_a_malformed_authorization_header_gets_401_without_a_token_lookup(
+    api: ApiWorld, value: str
+) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        response = bearer(value).get(URL)
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Bearer"
+    assert error_of(response)["code"] in ("authentication_failed", "not_authenticated")
+    assert not [q for q in queries.captured_queries if "teams_apitoken" in q["sql"]]
+
+
+def test_a_blank_authorization_header_leaves_a_session_signed_in(api: ApiWorld) -> None:
+    client = bearer(" ")
+    client.force_login(api.world.viewer)
+
     assert client.get(URL).status_code == 200

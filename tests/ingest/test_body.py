@@ -1,11 +1,19 @@
 import gzip
+import random
 import time
 import tracemalloc
 import zlib
 
 import pytest
 
-from apps.ingest.decoding import BadEncoding, BodyTooLarge, DecodeError, decode_body
+from apps.ingest.decoding import (
+    BadEncoding,
+    BodyTooLarge,
+    DecodeError,
+    UnsupportedMediaType,
+    decode_body,
+)
+from apps.ingest.decoding.body import MAX_CONTENT_CODINGS, MAX_GZIP_MEMBERS
 
 PAYLOAD = b"spans " * 1000
 MIB = 1024 * 1024
@@ -107,3 +115,60 @@ def test_a_gzip_bomb_is_stopped_at_the_cap_quickly_and_in_bounded_memory(
 
     assert elapsed < 2
     assert peak < 3 * cap
+
+
+# --- Limits against bodies built to burn CPU --------------------------------------------
+
+
+def test_eight_mib_of_empty_gzip_members_is_refused_in_well_under_a_second() -> None:
+    body = gzip.compress(b"") * (8 * MIB // len(gzip.compress(b"")))
+    started = time.process_time()
+
+    with pytest.raises(BadEncoding, match=f"at most {MAX_GZIP_MEMBERS} members"):
+        decode_body(body, "gzip", max_size=32 * MIB)
+
+    assert time.process_time() - started < 1.0
+
+
+@pytest.mark.parametrize("members", [2, 3, MAX_GZIP_MEMBERS])
+def test_a_few_gzip_members_decode_exactly(members: int) -> None:
+    parts = [f"member {i} ".encode() * (i + 1) for i in range(members)]
+    body = b"".join(gzip.compress(part) for part in parts)
+
+    assert decode_body(body, "gzip", max_size=MIB) == b"".join(parts)
+
+
+def test_one_gzip_member_past_the_limit_is_refused() -> None:
+    body = gzip.compress(b"x") * (MAX_GZIP_MEMBERS + 1)
+
+    with pytest.raises(BadEncoding, match=f"at most {MAX_GZIP_MEMBERS} members"):
+        decode_body(body, "gzip", max_size=MIB)
+
+
+def test_members_larger_than_one_input_slice_decode_exactly() -> None:
+    # Incompressible, so each member spans several of the slices input is fed in.
+    first, second = random.Random(7).randbytes(300_000), random.Random(8).randbytes(200_000)
+    body = gzip.compress(first) + gzip.compress(second)
+
+    assert decode_body(body, "gzip", max_size=MIB) == first + second
+
+
+def test_junk_after_a_large_member_is_corrupt() -> None:
+    body = gzip.compress(random.Random(7).randbytes(300_000)) + b"junk"
+
+    with pytest.raises(BadEncoding, match="corrupt gzip"):
+        decode_body(body, "gzip", max_size=MIB)
+
+
+def test_two_stacked_gzip_encodings_are_undone() -> None:
+    body = gzip.compress(gzip.compress(PAYLOAD))
+
+    assert decode_body(body, "gzip, gzip", max_size=MIB) == PAYLOAD
+
+
+@pytest.mark.parametrize("encoding", ["gzip,gzip,gzip", "identity, identity, gzip", "br,br,br"])
+def test_more_than_two_stacked_encodings_are_an_unsupported_media_type(encoding: str) -> None:
+    body = gzip.compress(gzip.compress(gzip.compress(PAYLOAD)))
+
+    with pytest.raises(UnsupportedMediaType, match=f"at most {MAX_CONTENT_CODINGS}"):
+        decode_body(body, encoding, max_size=MIB)

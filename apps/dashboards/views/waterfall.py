@@ -1,9 +1,12 @@
 """Geometry of the waterfall: every bar as CSS percentages of the trace's window."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
 from apps.ingest.selectors import TraceAnalysis, WaterfallRow, ns_to_ms
+from apps.rollups.matching import TIME_TO_FIRST_CHUNK, first_token_ns
+from apps.rollups.spans import Span
 
 TICKS = 5
 MAX_INDENT = 24  # deeper spans stop moving right, so their names stay readable
@@ -28,8 +31,9 @@ class BarRow:
     duration_ms: float
     critical_ms: float
     offset_ms: float
-    # Pairs, not the dict: a template would read an attribute named "items" as the method.
-    attributes: list[tuple[str, Any]]  # start relative to the root's start
+    # Not the dict: a template would read an attribute named "items" as the method.
+    attributes: list[tuple[str, Any, str]]  # key, value, why analysis ignores it ("")
+    dropped: list[str]  # what ingestion dropped from the span, as noted on it
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,31 @@ def waterfall_rows(analysis: TraceAnalysis) -> list[BarRow]:
                 duration_ms=ns_to_ms(span.duration_ns),
                 critical_ms=ns_to_ms(row.critical_ns),
                 offset_ms=ns_to_ms(span.start_ns - root_start),
-                attributes=sorted(span.attributes.items()),
+                attributes=_attribute_rows(span),
+                dropped=_dropped_notes(span),
             )
         )
     return rows
+
+
+def _attribute_rows(span: Span) -> list[tuple[str, Any, str]]:
+    rows = []
+    for key, value in sorted(span.attributes.items()):
+        if key == DROPPED_ATTRIBUTES and _dropped_notes(span):
+            continue
+        ignored = ""
+        # Spans stored before ingestion checked this value may hold any number.
+        if key == TIME_TO_FIRST_CHUNK and first_token_ns(replace(span, events=())) is None:
+            ignored = "ignored: not a usable number of seconds"
+        rows.append((key, value, ignored))
+    return rows
+
+
+def _dropped_notes(span: Span) -> list[str]:
+    notes = span.attributes.get(DROPPED_ATTRIBUTES)
+    if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
+        return notes
+    return []
 
 
 def ticks(analysis: TraceAnalysis) -> list[Tick]:

@@ -27,4 +27,4 @@ class BodyTooLarge(IngestError):
 
 
 class UnsupportedMediaType(IngestError):
-    """The Content-Type names no format we decode."""
+    """The Content-Type names no format we decode, or too many Content-Encodings are stacked."""

@@ -2,7 +2,8 @@
 
 Wrong JSON types and missing required fields reject the whole body; bad ids,
 empty names, unreadable or out-of-range times, unknown kinds or statuses reject
-only the span concerned.
+only the span concerned; an integer beyond 64 bits, or a number analysis cannot
+use, drops only that attribute.
 """
 
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import msgspec
 
 from apps.ingest.decoding.errors import DecodeError
+from apps.ingest.decoding.json_depth import json_depth_check
+from apps.ingest.decoding.numeric import INT64_MAX, INT64_MIN, Drop, Problem, holds_big_integer
 from apps.ingest.decoding.records import (
     KINDS,
     STATUSES,
@@ -20,7 +23,7 @@ from apps.ingest.decoding.records import (
     Rejections,
     SpanEvent,
     SpanRecord,
-    normalise_genai,
+    attributes_settle,
     parent_or_none,
     service_of,
     span_problem,
@@ -64,6 +67,7 @@ _STATUSES = frozenset(STATUSES)
 
 
 def decode_native_json(body: bytes) -> DecodeResult:
+    json_depth_check(body)
     try:
         batch = _decoder.decode(body)
     except msgspec.ValidationError as exc:
@@ -71,20 +75,28 @@ def decode_native_json(body: bytes) -> DecodeResult:
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed JSON: {exc}") from exc
 
-    resource = flat_attributes(batch.resource)
+    rejections = Rejections()
+    drops: list[Drop] = []
+    resource = flat_attributes(batch.resource, drops)
+    if drops:
+        rejections.drop("resource", drops)
     default_service = service_of(resource)
     spans: list[SpanRecord] = []
-    rejections = Rejections()
     for index, span in enumerate(batch.spans):
-        record = _record(span, resource, default_service)
+        drops = []
+        record = _record(span, resource, default_service, drops)
         if isinstance(record, str):
             rejections.add(index, record)
         else:
             spans.append(record)
+            if drops:
+                rejections.drop(f"span {index}", drops)
     return rejections.result(spans)
 
 
-def _record(span: NativeSpan, resource: Attributes, default_service: str) -> SpanRecord | str:
+def _record(
+    span: NativeSpan, resource: Attributes, default_service: str, drops: list[Drop]
+) -> SpanRecord | str:
     trace_id = _id(span.trace_id, 16)
     span_id = _id(span.span_id, 8)
     parent_span_id = _id(span.parent_id, 8) if span.parent_id else b""
@@ -104,9 +116,13 @@ def _record(span: NativeSpan, resource: Attributes, default_service: str) -> Spa
         time_ns = _time(event.time)
         if time_ns <= 0:
             return Reason.TIME
-        events.append(SpanEvent(event.name, time_ns, flat_attributes(event.attributes)))
-    attributes = flat_attributes(span.attributes)
-    normalise_genai(attributes)
+        seen = len(drops)
+        event_attributes = flat_attributes(event.attributes, drops)
+        if len(drops) > seen:
+            drops[seen:] = [d._replace(key=f"{d.key} in event {event.name}") for d in drops[seen:]]
+        events.append(SpanEvent(event.name, time_ns, event_attributes))
+    attributes = flat_attributes(span.attributes, drops)
+    attributes_settle(attributes, drops)
     return SpanRecord(
         trace_id,
         span_id,
@@ -141,14 +157,20 @@ def _time(value: Time) -> int:
     return parse_rfc3339_ns(value) or 0
 
 
-def flat_attributes(values: dict[str, Any], prefix: str = "") -> Attributes:
-    """Nested objects become dotted keys; nulls are dropped."""
+def flat_attributes(values: dict[str, Any], drops: list[Drop], prefix: str = "") -> Attributes:
+    """Nested objects become dotted keys; nulls are dropped, and so are values holding
+    an integer beyond 64 bits (added to ``drops``)."""
     out: Attributes = {}
     for key, value in values.items():
         if value is None:
             continue
-        if isinstance(value, dict):
-            out.update(flat_attributes(value, f"{prefix}{key}."))
+        kind = type(value)
+        if kind is dict:
+            out.update(flat_attributes(value, drops, f"{prefix}{key}."))
+        elif (kind is int and not INT64_MIN <= value <= INT64_MAX) or (
+            kind is list and holds_big_integer(value)
+        ):
+            drops.append(Drop(prefix + key, Problem.BIG_INTEGER, value))
         else:
             out[prefix + key] = value
     return out

@@ -3,7 +3,8 @@ deviations (hex ids, integer enums), decoded into typed msgspec structs.
 
 protobuf's json_format is not used: it reads ids as base64 and is several times slower.
 Structural type errors and malformed int64 or bytes strings reject the whole body;
-problems with one span's ids, name or times reject only that span.
+problems with one span's ids, name or times reject only that span; an int64 string
+beyond 64 bits or a number analysis cannot use drops only that attribute.
 """
 
 import binascii
@@ -13,6 +14,8 @@ import msgspec
 
 from apps.ingest.decoding import otlp_json_types as t
 from apps.ingest.decoding.errors import DecodeError
+from apps.ingest.decoding.json_depth import json_depth_check
+from apps.ingest.decoding.numeric import INT64_MAX, INT64_MIN, BigInteger, Drop, Problem
 from apps.ingest.decoding.records import (
     KINDS,
     STATUSES,
@@ -22,8 +25,8 @@ from apps.ingest.decoding.records import (
     Rejections,
     SpanEvent,
     SpanRecord,
+    attributes_settle,
     finite_or_text,
-    normalise_genai,
     parent_or_none,
     service_of,
     span_problem,
@@ -38,6 +41,7 @@ _BAD_ID = b"?"
 
 
 def decode_otlp_json(body: bytes) -> DecodeResult:
+    json_depth_check(body)
     try:
         request = _decoder.decode(body)
         if not request.resource_spans and b'"resource_spans"' in body:
@@ -50,23 +54,31 @@ def decode_otlp_json(body: bytes) -> DecodeResult:
     spans: list[SpanRecord] = []
     rejections = Rejections()
     index = -1
-    for resource_spans in request.resource_spans or ():
+    for resource_index, resource_spans in enumerate(request.resource_spans or ()):
         resource_message = resource_spans.resource
-        resource = attributes_of(resource_message.attributes if resource_message else None)
+        drops: list[Drop] = []
+        resource = attributes_of(resource_message.attributes if resource_message else None, drops)
+        if drops:
+            rejections.drop(f"resource {resource_index}", drops)
         service = service_of(resource)
         for scope_spans in resource_spans.scope_spans or ():
             scope_name = (scope_spans.scope.name if scope_spans.scope else None) or ""
             for span in scope_spans.spans or ():
                 index += 1
-                record = _record(span, service, resource, scope_name)
+                drops = []
+                record = _record(span, service, resource, scope_name, drops)
                 if isinstance(record, str):
                     rejections.add(index, record)
                 else:
                     spans.append(record)
+                    if drops:
+                        rejections.drop(f"span {index}", drops)
     return rejections.result(spans)
 
 
-def _record(span: t.Span, service: str, resource: Attributes, scope_name: str) -> SpanRecord | str:
+def _record(
+    span: t.Span, service: str, resource: Attributes, scope_name: str, drops: list[Drop]
+) -> SpanRecord | str:
     trace_id = hex_id(span.trace_id, 16)
     span_id = hex_id(span.span_id, 8)
     parent_span_id = hex_id(span.parent_span_id, 8)
@@ -81,8 +93,9 @@ def _record(span: t.Span, service: str, resource: Attributes, scope_name: str) -
         return Reason.KIND
     status = span.status
     code = _enum(status.code, _STATUS_NAMES) if status else 0
-    attributes = attributes_of(span.attributes)
-    normalise_genai(attributes)
+    events = _events(span.events, drops) if span.events else []
+    attributes = attributes_of(span.attributes, drops)
+    attributes_settle(attributes, drops)
     return SpanRecord(
         trace_id,
         span_id,
@@ -97,17 +110,22 @@ def _record(span: t.Span, service: str, resource: Attributes, scope_name: str) -
         attributes,
         resource,
         scope_name,
-        [
-            SpanEvent(
-                event.name or "",
-                int64(event.time_unix_nano, "timeUnixNano"),
-                attributes_of(event.attributes),
-            )
-            for event in span.events
-        ]
-        if span.events
-        else [],
+        events,
     )
+
+
+def _events(events: list[t.Event], drops: list[Drop]) -> list[SpanEvent]:
+    out = []
+    for event in events:
+        name = event.name or ""
+        seen = len(drops)
+        attributes = attributes_of(event.attributes, drops)
+        if len(drops) > seen:
+            drops[seen:] = [
+                drop._replace(key=f"{drop.key} in event {name}") for drop in drops[seen:]
+            ]
+        out.append(SpanEvent(name, int64(event.time_unix_nano, "timeUnixNano"), attributes))
+    return out
 
 
 def hex_id(text: str | None, size: int) -> bytes:
@@ -146,7 +164,10 @@ def _enum(value: int | str | None, names: dict[str, int]) -> int | None:
     return names.get(value)
 
 
-def attributes_of(key_values: list[t.KeyValue] | None, prefix: str = "") -> Attributes:
+def attributes_of(
+    key_values: list[t.KeyValue] | None, drops: list[Drop], prefix: str = ""
+) -> Attributes:
+    """Values holding an integer beyond 64 bits are left out and added to ``drops``."""
     out: Attributes = {}
     for key_value in key_values or ():
         value = key_value.value
@@ -155,19 +176,27 @@ def attributes_of(key_values: list[t.KeyValue] | None, prefix: str = "") -> Attr
         if value.string_value is not None:
             out[prefix + key_value.key] = value.string_value
         elif value.kvlist_value is not None:
-            out.update(attributes_of(value.kvlist_value.values, f"{prefix}{key_value.key}."))
+            out.update(attributes_of(value.kvlist_value.values, drops, f"{prefix}{key_value.key}."))
         else:
-            converted = _value(value)
+            try:
+                converted = _value(value)
+            except BigInteger as exc:
+                drops.append(Drop(prefix + key_value.key, Problem.BIG_INTEGER, exc.value))
+                continue
             if converted is not None:
                 out[prefix + key_value.key] = converted
     return out
 
 
 def _value(value: t.AnyValue) -> Any:
+    """Raises BigInteger for an int64 string or number beyond 64 bits, anywhere inside."""
     if value.string_value is not None:
         return value.string_value
     if value.int_value is not None:
-        return int64(value.int_value, "intValue")
+        number = int64(value.int_value, "intValue")
+        if not INT64_MIN <= number <= INT64_MAX:
+            raise BigInteger(number)
+        return number
     if value.bool_value is not None:
         return value.bool_value
     if value.double_value is not None:

@@ -10,6 +10,13 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from apps.ingest.decoding.errors import DecodeError
+from apps.ingest.decoding.numeric import (
+    DROPPED_ATTRIBUTES,
+    NUMERIC_KEYS,
+    Drop,
+    drop_notes,
+    unusable_numbers_drop,
+)
 from apps.ingest.decoding.otlp_attributes import Cache, read_attributes
 from apps.ingest.decoding.otlp_schema import RawExportTraceServiceRequest
 from apps.ingest.decoding.records import (
@@ -79,6 +86,14 @@ def _extract(request: Any) -> DecodeResult:
                 status = span.status
                 code = status.code
                 attributes = read_attributes(span.attributes, cache)
+                # Inlined attributes_settle; varints are int64 already, so only the
+                # numeric keys need a look, and most spans have none of them.
+                if not NUMERIC_KEYS.isdisjoint(attributes):
+                    drops: list[Drop] = []
+                    unusable_numbers_drop(attributes, drops)
+                    if drops:
+                        attributes[DROPPED_ATTRIBUTES] = drop_notes(drops)
+                        rejections.drop(f"span {index}", drops)
                 for old, new in GENAI_RENAMES:
                     if old in attributes and new not in attributes:
                         attributes[new] = attributes[old]

@@ -9,6 +9,14 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from apps.ingest.decoding.numeric import (
+    DROPPED_ATTRIBUTES,
+    NUMERIC_KEYS,
+    Drop,
+    drop_notes,
+    unusable_numbers_drop,
+)
+
 AttributeValue = str | int | float | bool | list[Any]
 Attributes = dict[str, AttributeValue]
 
@@ -67,30 +75,48 @@ class Reason:
 
 
 class DecodeResult(msgspec.Struct):
+    """``errors`` lists the first few rejections, then the first few dropped attributes."""
+
     spans: list[SpanRecord]
     rejected: int = 0
     errors: list[str] = []
     reasons: dict[str, int] = {}
+    dropped: int = 0
+    dropped_reasons: dict[str, int] = {}
 
     @property
     def error_message(self) -> str:
-        """One line for ``partial_success.error_message``; empty when nothing was rejected."""
-        if not self.rejected:
-            return ""
-        counts = ", ".join(f"{reason} ({n})" for reason, n in self.reasons.items())
-        noun = "span" if self.rejected == 1 else "spans"
-        return f"rejected {self.rejected} {noun}: {counts}"
+        """One line for ``partial_success.error_message``; empty when nothing was refused.
+
+        A span that lost an attribute is accepted, so it counts among the dropped
+        attributes, never among the rejected spans.
+        """
+        parts = []
+        if self.rejected:
+            noun = "span" if self.rejected == 1 else "spans"
+            parts.append(f"rejected {self.rejected} {noun}: {_counts(self.reasons)}")
+        if self.dropped:
+            noun = "attribute" if self.dropped == 1 else "attributes"
+            parts.append(f"dropped {self.dropped} {noun}: {_counts(self.dropped_reasons)}")
+        return "; ".join(parts)
+
+
+def _counts(reasons: dict[str, int]) -> str:
+    return ", ".join(f"{reason} ({n})" for reason, n in reasons.items())
 
 
 class Rejections:
-    """Counts rejected spans per reason and keeps the first few messages."""
+    """Counts rejected spans and dropped attributes per reason, keeping the first few messages."""
 
-    __slots__ = ("count", "errors", "reasons")
+    __slots__ = ("count", "dropped", "dropped_errors", "dropped_reasons", "errors", "reasons")
 
     def __init__(self) -> None:
         self.count = 0
         self.errors: list[str] = []
         self.reasons: dict[str, int] = {}
+        self.dropped = 0
+        self.dropped_errors: list[str] = []
+        self.dropped_reasons: dict[str, int] = {}
 
     def add(self, index: int, reason: str) -> None:
         self.count += 1
@@ -98,9 +124,23 @@ class Rejections:
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(f"span {index}: {reason}")
 
+    def drop(self, where: str, drops: list[Drop]) -> None:
+        """Count attributes dropped from an accepted span ("span 3") or a resource."""
+        self.dropped += len(drops)
+        for drop in drops:
+            summary = drop.summary
+            self.dropped_reasons[summary] = self.dropped_reasons.get(summary, 0) + 1
+            if len(self.dropped_errors) < MAX_ERRORS:
+                self.dropped_errors.append(f"{where}: dropped {drop.note}")
+
     def result(self, spans: list[SpanRecord]) -> DecodeResult:
         return DecodeResult(
-            spans=spans, rejected=self.count, errors=self.errors, reasons=self.reasons
+            spans=spans,
+            rejected=self.count,
+            errors=self.errors + self.dropped_errors,
+            reasons=self.reasons,
+            dropped=self.dropped,
+            dropped_reasons=self.dropped_reasons,
         )
 
 
@@ -133,10 +173,20 @@ def parent_or_none(parent_span_id: bytes) -> bytes | None:
     return parent_span_id
 
 
-def normalise_genai(attributes: Attributes) -> None:
+def attributes_settle(attributes: Attributes, drops: list[Drop]) -> None:
+    """Drop unusable numbers, copy deprecated GenAI names, note any drop on the span.
+
+    Checked before the copy, so a bad deprecated value is not copied and a good one
+    stands in for a bad current one. ``drops`` may already hold drops made while
+    decoding the span's values. One call per span, hence the loops inline.
+    """
+    if not NUMERIC_KEYS.isdisjoint(attributes):
+        unusable_numbers_drop(attributes, drops)
     for old, new in GENAI_RENAMES:
         if old in attributes and new not in attributes:
             attributes[new] = attributes[old]
+    if drops:
+        attributes[DROPPED_ATTRIBUTES] = drop_notes(drops)
 
 
 def service_of(resource: Attributes) -> str:

@@ -25,7 +25,10 @@ class RpcCode(IntEnum):
 
 
 def export_response_protobuf(*, rejected_spans: int = 0, error_message: str = "") -> bytes:
-    """Full success leaves partial_success unset, as OTLP requires."""
+    """Full success leaves partial_success unset, as OTLP requires.
+
+    A message with no rejected span is OTLP's warning: dropped attributes are reported so.
+    """
     response = ExportTraceServiceResponse()
     if rejected_spans or error_message:
         response.partial_success.rejected_spans = rejected_spans

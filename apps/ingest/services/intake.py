@@ -11,9 +11,20 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
-from apps.ingest.decoding import BodyTooLarge, DecodeError, DecodeResult, decode_body
+from apps.ingest.decoding import (
+    BodyTooLarge,
+    DecodeError,
+    DecodeResult,
+    UnsupportedMediaType,
+    decode_body,
+)
 from apps.ingest.models import Encoding
-from apps.ingest.ratelimit import BACKLOG_RETRY_AFTER_S, backlog_full, rate_limit_consume
+from apps.ingest.ratelimit import (
+    BACKLOG_RETRY_AFTER_S,
+    backlog_full,
+    rate_limit_consume,
+    rate_limit_wait,
+)
 from apps.ingest.services.batches import DECODERS, accepted_batch_store
 from apps.ingest.tasks import drain_schedule
 from apps.teams.models import IngestToken
@@ -110,18 +121,32 @@ def batch_accept(
     """Decode a body and commit it as a raw batch; returns what was accepted and rejected.
 
     What is stored is already decoded (or at least decompressed), so workers never
-    do that work again. A body whose spans were all rejected stores nothing.
+    do that work again. A body whose spans were all rejected stores nothing. A token
+    whose window is used up is refused before its body costs any decompression.
     """
+    _throttle(rate_limit_wait(token_id=token.pk))
     try:
         raw = decode_body(body, content_encoding, max_size=settings.INGEST_MAX_DECOMPRESSED_BYTES)
         result = DECODERS[encoding](raw)
     except BodyTooLarge as exc:
         raise Refusal(413, "request_too_large", exc.message) from None
+    except UnsupportedMediaType as exc:
+        raise Refusal(415, "unsupported_media_type", exc.message) from None
     except DecodeError as exc:
         raise Refusal(400, "invalid_body", exc.message) from None
     if not result.spans:
         return result
-    retry_after = rate_limit_consume(token_id=token.pk, spans=len(result.spans))
+    _throttle(rate_limit_consume(token_id=token.pk, spans=len(result.spans)))
+    with transaction.atomic():
+        accepted_batch_store(
+            team=token.team, token=token, encoding=encoding, body=raw, decoded=result
+        )
+        # Robust: the batch is committed either way, and the periodic drain picks it up.
+        transaction.on_commit(drain_schedule, robust=True)
+    return result
+
+
+def _throttle(retry_after: int) -> None:
     if retry_after:
         per_second = settings.INGEST_RATE_LIMIT_SPANS
         raise Refusal(
@@ -130,10 +155,3 @@ def batch_accept(
             f"this ingest token is over its limit of {per_second} spans per second",
             retry_after=retry_after,
         )
-    with transaction.atomic():
-        accepted_batch_store(
-            team=token.team, token=token, encoding=encoding, body=raw, decoded=result
-        )
-        # Robust: the batch is committed either way, and the periodic drain picks it up.
-        transaction.on_commit(drain_schedule, robust=True)
-    return result

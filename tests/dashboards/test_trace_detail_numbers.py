@@ -1,0 +1,91 @@
+"""A trace whose LLM span carried a time to first chunk no span could hold: dropped on
+arrival and noted on the span, or stored raw before ingestion checked it."""
+
+import html
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind
+
+from apps.ingest.models import Encoding, Span, Trace, TraceState
+from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.rollups.services.finalize import traces_finalize_due
+from tests.conftest import TeamWorld, client_for
+from tests.dashboards.builders import LLM, ROOT, hex_of, ingest, make_rag_pipeline, now_ns
+from tests.dashboards.test_trace_detail import cell, detail_url
+from tests.ingest.sdk import MS, encode, readable
+
+TTFC = "gen_ai.response.time_to_first_chunk"
+TRACE = 0xE1
+
+
+def chat_trace(t0: int, ttfc: Any, *, first_token_event: bool) -> list[ReadableSpan]:
+    """Root 0-1000 ms and an LLM call 300-950 ms, its first token event (if any) at 500 ms."""
+    events = (Event("first_token", timestamp=t0 + 500 * MS),) if first_token_event else ()
+    return [
+        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=t0, end=t0 + 1000 * MS,
+                 trace_id=TRACE),
+        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=t0 + 300 * MS,
+                 end=t0 + 950 * MS, attributes={"gen_ai.operation.name": "chat", TTFC: ttfc},
+                 events=events, trace_id=TRACE),
+    ]  # fmt: skip
+
+
+def llm_row(page: str) -> str:
+    row = page[page.index(f'data-span="{LLM:016x}"') :]
+    return row[: row.index('<div class="wf-ms">')]
+
+
+def test_a_span_that_lost_its_time_to_first_chunk_on_arrival_shows_the_note(
+    world: TeamWorld,
+) -> None:
+    make_rag_pipeline(world.team)
+    ingest(world.team, chat_trace(now_ns() - 3_600_000 * MS, 1e300, first_token_event=True))
+
+    response = client_for(world.viewer).get(detail_url(hex_of(TRACE)))
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    row = llm_row(page)
+    assert f"<dt>{TTFC}</dt>" not in row
+    dropped = re.search(r'data-role="dropped-attributes">(.*?)</dd>', row, re.S)
+    assert dropped is not None
+    assert html.unescape(dropped.group(1)) == f"{TTFC}: out of range (1e+300)"
+    # The first token event stands in: 200 ms to the first token, 450 ms after it.
+    assert cell(page, "ttft", "wall") == "200.0 ms"
+    assert cell(page, "generation", "wall") == "450.0 ms"
+
+
+@pytest.mark.parametrize("stored", [1e300, "1e300", 10**400], ids=["1e300", "'1e300'", "10**400"])
+def test_a_span_stored_with_an_unusable_time_to_first_chunk_is_analyzed_and_shown(
+    world: TeamWorld, stored: Any
+) -> None:
+    make_rag_pipeline(world.team)
+    spans = chat_trace(now_ns() - 3_600_000 * MS, 0.2, first_token_event=False)
+    raw_batch_store(
+        team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
+        span_count=len(spans),
+    )  # fmt: skip
+    raw_batches_drain()
+    # As a row stored before ingestion checked the value would hold it.
+    Span.objects.filter(span_id=LLM.to_bytes(8, "big")).update(
+        attributes={"gen_ai.operation.name": "chat", TTFC: stored}
+    )
+
+    result = traces_finalize_due(now=timezone.now() + timedelta(hours=1))
+
+    assert (result.traces, result.quarantined) == (1, 0)
+    assert Trace.objects.get().state == TraceState.FINALIZED
+    response = client_for(world.viewer).get(detail_url(hex_of(TRACE)))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "ignored: not a usable number of seconds" in llm_row(page)
+    # No first token: the until-first-token stage takes the whole call.
+    assert cell(page, "ttft", "wall") == "650.0 ms"
+    assert cell(page, "generation", "wall") == "0.0 ms"
+    api = client_for(world.viewer).get(f"/api/v1/traces/{hex_of(TRACE)}/")
+    assert api.status_code == 200
