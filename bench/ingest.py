@@ -46,6 +46,7 @@ from django.db.models import Max, Sum
 from django.test.utils import setup_test_environment
 from django.utils import timezone
 
+from bench.cpu import CpuMeter
 from bench.decode import to_otlp_json, to_protobuf, trace_spans
 from bench.report import percentile, print_rows, write
 
@@ -304,7 +305,14 @@ def _backlog() -> int:
 
 
 def _end_to_end(
-    port: int, token: str, logs: Path, rng: random.Random, *, json: bool = False, rate: float
+    port: int,
+    token: str,
+    logs: Path,
+    rng: random.Random,
+    *,
+    web_pid: int,
+    json: bool = False,
+    rate: float,
 ) -> dict:
     from apps.ingest.models import ANALYZED_STATES, Span, Trace, TraceState
 
@@ -319,7 +327,9 @@ def _end_to_end(
         "--loglevel", "WARNING", "--schedule", str(logs / "beat-schedule"),
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip
-    with _process(worker, logs / "worker.log", worker_env):
+    with _process(worker, logs / "worker.log", worker_env) as worker_proc:
+        meter = CpuMeter(web=web_pid, worker=worker_proc.pid)
+        cpu_from = None
         # Open loop at ``rate`` spans/s: the backlog shows whether the worker keeps up.
         load = OpenLoad(port, token, content_type, FreshBodies(rng, encode), rate)
         start = time.monotonic()
@@ -329,10 +339,16 @@ def _end_to_end(
             thread.start()
         backlog_series: list[int] = []
         while time.monotonic() - start < DURATION_S:
+            if cpu_from is None and timezone.now() >= steady_from:
+                cpu_from = meter.snapshot()
+                steady_from = timezone.now()
             backlog_series.append(_backlog())
-            time.sleep(5)
+            # Wake at the end of the warm-up for the first CPU reading, then every 5 s.
+            until_steady = (steady_from - timezone.now()).total_seconds()
+            time.sleep(5.0 if cpu_from else min(5.0, max(0.05, until_steady)))
         for thread in threads:
             thread.join()
+        cpu = CpuMeter.spent(cpu_from, meter.snapshot()) if cpu_from else {}
         sent, refused = load.sent, load.refused
         max_backlog = max(backlog_series)
         send_elapsed = time.monotonic() - start
@@ -358,6 +374,7 @@ def _end_to_end(
     steady = traces.filter(finalized_at__gte=steady_from, finalized_at__lt=steady_until)
     steady_spans = steady.aggregate(total=Sum("span_count"))["total"] or 0
     steady_s = (steady_until - steady_from).total_seconds()
+    cpu_total = sum(cpu.values())
     return {
         "spans_sent": sent,
         "requests_refused": refused,
@@ -367,6 +384,15 @@ def _end_to_end(
         "sustained_spans_per_s": round(steady_spans / steady_s) if steady_s > 0 else None,
         "end_to_end_spans_per_s": round(Span.objects.count() / total_elapsed),
         "drained_after_s": round(total_elapsed - send_elapsed, 1),
+        # CPU of the web process, the worker and their PostgreSQL backends over the
+        # sustained window, per span that reached its stage samples in that window.
+        "cpu_cores_busy": round(cpu_total / steady_s, 2) if steady_s > 0 else None,
+        "cpu_us_per_span": round(cpu_total / steady_spans * 1e6, 1) if steady_spans else None,
+        **{
+            f"cpu_us_per_span_{name}": round(value / steady_spans * 1e6, 1)
+            for name, value in cpu.items()
+            if steady_spans
+        },
         "max_backlog_spans": max_backlog,
         "backlog_last_minute_max": max(backlog_series[-12:] or [0]),
         "traces_finalized": len(delays),
@@ -425,7 +451,7 @@ def run() -> None:
             "--worker-class", "gthread", "--threads", str(CONNECTIONS),
             "--bind", f"127.0.0.1:{port}", "--keep-alive", "30",
         ]  # fmt: skip
-        with _process(web, logs / "web.log", _env({"DEBUG": "false"})):
+        with _process(web, logs / "web.log", _env({"DEBUG": "false"})) as web_proc:
             _wait_http(port)
             accept = {
                 "protobuf": _accept_phase(
@@ -444,8 +470,10 @@ def run() -> None:
                 ["requests", "spans_per_s", "p50_ms", "p95_ms", "max_ms", "body_kb"],
             )
             e2e = {
-                "protobuf": _end_to_end(port, token, logs, rng, rate=RATE),
-                "OTLP JSON": _end_to_end(port, token, logs, rng, json=True, rate=RATE_JSON),
+                "protobuf": _end_to_end(port, token, logs, rng, web_pid=web_proc.pid, rate=RATE),
+                "OTLP JSON": _end_to_end(
+                    port, token, logs, rng, web_pid=web_proc.pid, json=True, rate=RATE_JSON
+                ),
             }
         print("\nEnd to end: HTTP -> finalized stage samples (1 web process, 1 worker)")
         print("".ljust(28) + "".join(name.rjust(16) for name in e2e))

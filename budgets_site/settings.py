@@ -300,6 +300,14 @@ TRACE_IDLE_SECONDS = _seconds("TRACE_IDLE_SECONDS", default=10.0)
 # is final once TRACE_IDLE_SECONDS pass; a span in between recomputes it.
 TRACE_SETTLE_SECONDS = _seconds("TRACE_SETTLE_SECONDS", default=2.0)
 TRACE_MAX_WAIT_SECONDS = _seconds("TRACE_MAX_WAIT_SECONDS", default=300.0)
+# Isolation of the shared passes (see apps/core/quarantine.py): one trace's analysis
+# running past this is interrupted and the trace quarantined; 0 turns the budget off.
+TRACE_ANALYSIS_TIME_BUDGET_S = _seconds("TRACE_ANALYSIS_TIME_BUDGET_S", default=5.0)
+# Any one statement of a drain, finalization, rollup or evaluation pass; an item whose
+# statement runs past it is quarantined instead of holding the pass.
+PASS_STATEMENT_TIMEOUT_S = _at_least(
+    1, "PASS_STATEMENT_TIMEOUT_S", env.float("PASS_STATEMENT_TIMEOUT_S", default=60.0)
+)
 SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
 SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 

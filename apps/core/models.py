@@ -17,3 +17,44 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname} @ {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class QuarantineKind(models.TextChoices):
+    RAW_BATCH = "raw_batch", "raw batch"
+    TRACE = "trace", "trace"
+    ROLLUP_BUCKET = "rollup_bucket", "rollup bucket"
+    EVALUATION = "evaluation", "budget evaluation"
+
+
+class QuarantinedItem(models.Model):
+    """An item a shared pass set aside (see ``apps.core.quarantine``).
+
+    ``item_id`` is the raw batch, trace, dirty bucket or pipeline id, by ``kind``.
+    Plain ids rather than foreign keys: this app sits below the ones that own the items.
+    """
+
+    kind = models.CharField(max_length=20, choices=QuarantineKind.choices)
+    item_id = models.BigIntegerField()
+    team_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField()
+    times = models.PositiveIntegerField(default=1, help_text="How often it was quarantined.")
+    first_quarantined_at = models.DateTimeField()
+    last_quarantined_at = models.DateTimeField()
+    released_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was put back into its pass; empty while held."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "item_id"], name="quarantine_unique_item")
+        ]
+        indexes = [
+            models.Index(
+                fields=["kind"],
+                name="quarantine_held_by_kind",
+                condition=models.Q(released_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.item_id}"

@@ -3,6 +3,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from apps.core.health import readiness_checks
+from apps.core.quarantine import quarantine_counts, quarantine_latest
 
 
 @never_cache
@@ -15,11 +16,28 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     results = {name: check() for name, check in readiness_checks().items()}
-    body = {
+    body: dict[str, object] = {
         "status": "ok" if all(error is None for error in results.values()) else "unavailable",
         "checks": {
             name: {"ok": error is None, **({"error": error} if error else {})}
             for name, error in results.items()
         },
     }
+    if request.user.is_staff and results.get("database") is None:
+        # Items the shared passes set aside: not a readiness failure (every other
+        # team's work goes on), but what an operator looks at first.
+        body["quarantine"] = {
+            "held": quarantine_counts(),
+            "latest": [
+                {
+                    "kind": item.kind,
+                    "id": item.item_id,
+                    "team_id": item.team_id,
+                    "times": item.times,
+                    "at": item.last_quarantined_at.isoformat(),
+                    "reason": item.reason,
+                }
+                for item in quarantine_latest()
+            ],
+        }
     return JsonResponse(body, status=200 if body["status"] == "ok" else 503)

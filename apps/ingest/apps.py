@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class IngestConfig(AppConfig):
     name = "apps.ingest"
     label = "ingest"
+
+    def ready(self) -> None:
+        from apps.core.models import QuarantineKind
+        from apps.core.quarantine import quarantine_releaser_register
+        from apps.ingest.services.batches import raw_batches_release
+
+        quarantine_releaser_register(QuarantineKind.RAW_BATCH, raw_batches_release)

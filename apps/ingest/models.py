@@ -54,12 +54,14 @@ class TraceState(models.IntegerChoices):
     SETTLED: its root is present and it has been quiet for ``TRACE_SETTLE_SECONDS``, so
     its derived data is computed; it is final, without another write, once
     ``TRACE_IDLE_SECONDS`` pass with no new span (see ``Trace.state_label``). A new span
-    makes any trace OPEN again.
+    makes any trace OPEN again, except a QUARANTINED one: its analysis failed or ran past
+    its time budget, and it waits for an operator's retry (``manage.py quarantine``).
     """
 
     OPEN = 0, "open"
     FINALIZED = 1, "finalized"
     SETTLED = 2, "settled"
+    QUARANTINED = 3, "quarantined"
 
 
 # States whose derived data (pipeline, summary, stage samples) is computed.

@@ -89,13 +89,16 @@ class DirtyBucket(models.Model):
     """A pipeline's bucket whose samples changed and whose rollups must be recomputed.
 
     Written in the same transaction as the samples; the rollup job deletes the row
-    in the transaction that rewrites the bucket, so a crash leaves it to redo.
+    in the transaction that rewrites the bucket, so a crash leaves it to redo. A
+    bucket whose rewrite failed keeps its row with ``quarantined_at`` set: later
+    passes skip it (new samples only touch ``marked_at``) until it is released.
     """
 
     pipeline_id = models.BigIntegerField()
     resolution = models.PositiveIntegerField()
     bucket_start = models.DateTimeField()
     marked_at = models.DateTimeField(auto_now=True)
+    quarantined_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -120,6 +123,8 @@ class BudgetEvaluation(models.Model):
         "pipelines.Pipeline", on_delete=models.CASCADE, related_name="+", primary_key=True
     )
     evaluated_at = models.DateTimeField()
+    # Set when an evaluation of this pipeline failed: no pass evaluates it until released.
+    quarantined_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"p{self.pipeline_id} evaluated at {self.evaluated_at}"

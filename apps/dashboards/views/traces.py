@@ -13,10 +13,13 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from apps.core.htmx import HtmxHttpRequest
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_reason
 from apps.dashboards.views.filters import TraceFilterForm, WindowForm
 from apps.dashboards.views.home import CURRENT_TEAM_SESSION_KEY
 from apps.dashboards.views.waterfall import ticks, waterfall_rows
 from apps.ingest.access import trace_for_user
+from apps.ingest.models import TraceState
 from apps.ingest.selectors import (
     MAX_WATERFALL_SPANS,
     TracePage,
@@ -102,6 +105,11 @@ def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> Ht
         ),
         "critical_sum_ms": ns_to_ms(analysis.critical_sum_ns),
         "span_limit": MAX_WATERFALL_SPANS,
+        "quarantine_reason": (
+            quarantine_reason(kind=QuarantineKind.TRACE, item_id=trace.pk)
+            if trace.state == TraceState.QUARANTINED
+            else None
+        ),
     }
     return render(request, DETAIL, context)
 

@@ -8,6 +8,7 @@ aged out, the stage samples written at finalization stand in for it.
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.core.isolation import failure_reason, is_transient
 from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import StatusCode, Trace
 from apps.ingest.selectors.traces import ns_to_ms
@@ -107,6 +108,8 @@ class TraceAnalysis:
     untracked_critical_ns: int
     segments: tuple[ChargedSegment, ...]
     from_spans: bool  # False: spans aged out, the breakdown comes from stage samples
+    # Why the stored spans could not be analyzed (the breakdown then comes from samples).
+    failure: str = ""
 
     @property
     def truncated(self) -> bool:
@@ -178,32 +181,53 @@ def _breakdown_from_samples(trace: Trace, stages: list[Stage], e2e_ns: int) -> l
     ]
 
 
+def _from_samples(trace: Trace, stages: list[Stage], *, failure: str = "") -> TraceAnalysis:
+    """What the last analysis stored, for a trace whose spans are gone or unreadable."""
+    e2e = trace.duration_ns or 0
+    return TraceAnalysis(
+        trace=trace,
+        pipeline=trace.pipeline,
+        e2e_ns=e2e,
+        root_span_id=None,
+        root_start_ns=trace.start_ns or 0,
+        window_start_ns=trace.start_ns or 0,
+        window_end_ns=(trace.start_ns or 0) + max(e2e, 1),
+        rows=[],
+        span_total=0,
+        stages=_breakdown_from_samples(trace, stages, e2e),
+        untracked_critical_ns=trace.untracked_critical_ns,
+        segments=(),
+        from_spans=False,
+        failure=failure,
+    )
+
+
 def trace_analysis(*, trace: Trace, span_limit: int = MAX_WATERFALL_SPANS) -> TraceAnalysis:
-    """The waterfall (at most ``span_limit`` rows), critical path and breakdown of one trace."""
+    """The waterfall (at most ``span_limit`` rows), critical path and breakdown of one trace.
+
+    Spans that analysis cannot read (the kind a finalization pass quarantines) give the
+    stored figures and the reason instead of an error: the page of a trace always answers.
+    """
+    matcher, stages = _matcher(trace.pipeline)
+    try:
+        return _from_spans(trace, matcher, stages, span_limit)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        return _from_samples(trace, stages, failure=failure_reason(exc))
+
+
+def _from_spans(
+    trace: Trace, matcher: StageMatcher, stages: list[Stage], span_limit: int
+) -> TraceAnalysis:
     pipeline = trace.pipeline
-    matcher, stages = _matcher(pipeline)
     rows = StoredSpan.objects.filter(trace_pk=trace.pk, team_id=trace.team_id).values_list(
         *STORED_FIELDS
     )
     stored = {bytes(row[0]).hex(): row for row in rows}
     by_id = unique_spans(_analysis_span(row) for row in stored.values())
     if not by_id:
-        e2e = trace.duration_ns or 0
-        return TraceAnalysis(
-            trace=trace,
-            pipeline=pipeline,
-            e2e_ns=e2e,
-            root_span_id=None,
-            root_start_ns=trace.start_ns or 0,
-            window_start_ns=trace.start_ns or 0,
-            window_end_ns=(trace.start_ns or 0) + max(e2e, 1),
-            rows=[],
-            span_total=0,
-            stages=_breakdown_from_samples(trace, stages, e2e),
-            untracked_critical_ns=trace.untracked_critical_ns,
-            segments=(),
-            from_spans=False,
-        )
+        return _from_samples(trace, stages)
 
     attribution = attribute_trace(by_id.values(), matcher)
     root = by_id[attribution.root_span_id]

@@ -1,7 +1,7 @@
 """Raw batches: committed by the request path, drained into spans by the ingest queue."""
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -10,15 +10,18 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.core.binary_sql import server_bound_cursor
+from apps.core.isolation import each_isolated, failure_reason, statement_timeout_set
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
 from apps.core.transactions import commit_without_waiting
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.native_json import decode_native_json
 from apps.ingest.decoding.otlp_json import decode_otlp_json
 from apps.ingest.decoding.otlp_protobuf import decode_otlp_protobuf
-from apps.ingest.decoding.records import DecodeResult
+from apps.ingest.decoding.records import DecodeResult, SpanRecord
 from apps.ingest.models import Encoding, RawBatch
 from apps.ingest.services.span_rows import span_rows
-from apps.ingest.services.span_writer import span_rows_store, spans_store
+from apps.ingest.services.span_writer import WriteResult, span_rows_store, spans_store
 from apps.teams.models import IngestToken, Team
 
 logger = logging.getLogger(__name__)
@@ -94,7 +97,7 @@ class DrainResult:
 
     @property
     def more(self) -> bool:
-        return self.batches > 0
+        return self.batches + self.failed_batches > 0
 
 
 def _bodies(pks: list[int]) -> dict[int, bytes]:
@@ -122,11 +125,15 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
     spans written, and the batches deleted. A crash anywhere rolls everything
     back and leaves the batches pending, so the work is simply done again; span
     inserts ignore (trace, span id) pairs already stored, so nothing counts twice.
+    A batch that cannot be decoded or stored is quarantined (kept with its error,
+    out of later drains) and the others are stored without it.
     """
     max_spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
     result = DrainResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its batches pending: redone
+        if connection.vendor == "postgresql":
+            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
         pending = RawBatch.objects.filter(last_error="").order_by("id")
         if connection.features.has_select_for_update_skip_locked:
             pending = pending.select_for_update(skip_locked=True)
@@ -139,39 +146,64 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
         if not batches:
             return result
         bodies = _bodies([b.pk for b in batches])
-        rows: list[bytes] = []
-        records_by_team: dict[int, list] = {}
-        done: list[int] = []
+        ready: list[tuple[RawBatch, bytes | list[SpanRecord]]] = []
         for batch in batches:
             batch.body = bodies[batch.pk]
             if batch.encoding == Encoding.SPAN_ROWS:
-                rows.append(bytes(batch.body))
-                done.append(batch.pk)
+                ready.append((batch, bytes(batch.body)))
                 continue
             try:
                 decoded = _decode(batch)
             except DecodeError as exc:
                 # Accepted bodies were decoded once already; one that fails now is kept
                 # out of the way with its error rather than blocking the queue.
-                logger.error("raw batch %s cannot be decoded: %s", batch.pk, exc)
-                RawBatch.objects.filter(pk=batch.pk).update(
-                    attempts=batch.attempts + 1, last_error=str(exc)[:2000]
-                )
+                _batch_quarantine(batch, exc)
                 result.failed_batches += 1
                 continue
             if connection.vendor == "postgresql":
-                rows.append(span_rows(batch.team_id, decoded.spans))
+                ready.append((batch, span_rows(batch.team_id, decoded.spans)))
             else:
-                records_by_team.setdefault(batch.team_id, []).extend(decoded.spans)
-            done.append(batch.pk)
-        written = [span_rows_store(rows)] if rows else []
-        written += [
-            spans_store(team_id=team_id, records=records)
-            for team_id, records in records_by_team.items()
-        ]
-        for one in written:
-            result.spans_new += one.spans_new
-            result.traces_touched += one.traces_touched
-        RawBatch.objects.filter(pk__in=done).delete()
-        result.batches = len(done)
+                ready.append((batch, decoded.spans))
+
+        def failed(item: tuple[RawBatch, object], exc: BaseException) -> None:
+            _batch_quarantine(item[0], exc)
+            result.failed_batches += 1
+
+        for group, written in each_isolated(ready, _batches_store, on_failure=failed):
+            result.spans_new += written.spans_new
+            result.traces_touched += written.traces_touched
+            RawBatch.objects.filter(pk__in=[batch.pk for batch, _ in group]).delete()
+            result.batches += len(group)
     return result
+
+
+def _batches_store(
+    group: Sequence[tuple[RawBatch, bytes | list[SpanRecord]]],
+) -> tuple[Sequence[tuple[RawBatch, bytes | list[SpanRecord]]], WriteResult]:
+    rows = [payload for _, payload in group if isinstance(payload, bytes)]
+    records_by_team: dict[int, list[SpanRecord]] = {}
+    for batch, payload in group:
+        if not isinstance(payload, bytes):
+            records_by_team.setdefault(batch.team_id, []).extend(payload)
+    total = span_rows_store(rows) if rows else WriteResult()
+    for team_id, records in records_by_team.items():
+        one = spans_store(team_id=team_id, records=records)
+        total.spans_new += one.spans_new
+        total.traces_touched += one.traces_touched
+    return group, total
+
+
+def _batch_quarantine(batch: RawBatch, exc: BaseException) -> None:
+    reason = failure_reason(exc) if not isinstance(exc, DecodeError) else str(exc)
+    logger.error("raw batch %s quarantined: %s", batch.pk, reason)
+    RawBatch.objects.filter(pk=batch.pk).update(
+        attempts=batch.attempts + 1, last_error=reason[:2000]
+    )
+    quarantine_record(
+        kind=QuarantineKind.RAW_BATCH, item_id=batch.pk, team_id=batch.team_id, reason=reason
+    )
+
+
+def raw_batches_release(batch_ids: list[int]) -> int:
+    """Put quarantined batches back into the drain."""
+    return RawBatch.objects.filter(pk__in=batch_ids).exclude(last_error="").update(last_error="")

@@ -108,7 +108,9 @@ _INSERT_SPANS = f"""
     UPDATE ingest_trace AS t SET
         span_count = t.span_count + p.new_spans,
         last_span_at = %(now)s,
-        state = {TraceState.OPEN},
+        -- A quarantined trace stays out of analysis until an operator retries it.
+        state = CASE WHEN t.state = {TraceState.QUARANTINED} THEN t.state
+            ELSE {TraceState.OPEN} END,
         root_span_id = COALESCE(t.root_span_id, p.root),
         first_span_start_ns = LEAST(t.first_span_start_ns, p.first_start),
         last_span_start_ns = GREATEST(t.last_span_start_ns, p.last_start)
@@ -266,7 +268,8 @@ def _traces_touch(
     for trace in Trace.objects.filter(pk__in=list(new_per_trace)):
         trace.span_count += new_per_trace[trace.pk]
         trace.last_span_at = now
-        trace.state = TraceState.OPEN
+        if trace.state != TraceState.QUARANTINED:
+            trace.state = TraceState.OPEN
         if trace.root_span_id is None and trace.pk in roots:
             trace.root_span_id = roots[trace.pk]
         known = [v for v in (trace.first_span_start_ns, trace.last_span_start_ns) if v is not None]

@@ -18,15 +18,21 @@ never moves the tick's mark, so the hysteresis means ``close_after`` ticks whate
 the rollup traffic.
 """
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
+from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
+from apps.core.isolation import failure_reason, is_transient, statement_timeout_set
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
 from apps.rollups.services.budget_window import (
@@ -39,6 +45,8 @@ from apps.rollups.services.budget_window import (
     window_sketches,
 )
 from apps.rollups.sketch import Sketch
+
+logger = logging.getLogger(__name__)
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # One prompt check per pipeline per period this long: with steady traffic a rollup
@@ -61,9 +69,10 @@ class EvaluationResult:
     opened: int = 0
     updated: int = 0
     closed: int = 0
+    quarantined: int = 0
 
     def add(self, other: "EvaluationResult") -> None:
-        for name in ("pipelines", "skipped", "opened", "updated", "closed"):
+        for name in ("pipelines", "skipped", "opened", "updated", "closed", "quarantined"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -221,18 +230,62 @@ def pipeline_budgets_evaluate(
     with transaction.atomic():
         if not _claim(pipeline, evaluation_tick(now)):
             return EvaluationResult(skipped=1)
+        _statement_timeout()
         return _evaluate(pipeline=pipeline, stages=stages, now=now, tick=True)
+
+
+def _statement_timeout() -> None:
+    if connection.vendor == "postgresql":
+        statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
+
+
+def _isolated(pipeline: Pipeline, evaluate: Callable[[], EvaluationResult]) -> EvaluationResult:
+    """One pipeline's evaluation; a failure quarantines it instead of ending the pass."""
+    try:
+        return evaluate()
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        reason = failure_reason(exc)
+        logger.warning("evaluation of pipeline %s quarantined: %s", pipeline.pk, reason)
+        BudgetEvaluation.objects.filter(pipeline=pipeline).update(quarantined_at=timezone.now())
+        quarantine_record(
+            kind=QuarantineKind.EVALUATION,
+            item_id=pipeline.pk,
+            team_id=pipeline.team_id,
+            reason=reason,
+        )
+        return EvaluationResult(quarantined=1)
+
+
+def _evaluated(pipelines: QuerySet[Pipeline]) -> QuerySet[Pipeline]:
+    """The pipelines whose evaluation is not quarantined (a new one has no mark yet)."""
+    held = BudgetEvaluation.objects.filter(quarantined_at__isnull=False).values("pipeline_id")
+    return pipelines.exclude(pk__in=held)
+
+
+def budget_evaluations_release(pipeline_ids: list[int]) -> int:
+    """Put quarantined pipelines back into evaluation."""
+    return BudgetEvaluation.objects.filter(pipeline_id__in=pipeline_ids).update(quarantined_at=None)
 
 
 def budgets_evaluate(*, now: datetime | None = None) -> EvaluationResult:
     """Evaluate every pipeline's budgets once for the tick of ``now``; safe to run twice."""
     now = now or timezone.now()
     result = EvaluationResult()
-    pipelines = _with_stages(Pipeline.objects.all())
+    pipelines = _with_stages(_evaluated(Pipeline.objects.all()))
     _marks_create(pipelines)
     for pipeline in pipelines:
         result.add(
-            pipeline_budgets_evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now)
+            _isolated(
+                pipeline,
+                partial(
+                    pipeline_budgets_evaluate,
+                    pipeline=pipeline,
+                    stages=pipeline.stages.all(),
+                    now=now,
+                ),
+            )
         )
     return result
 
@@ -263,16 +316,19 @@ def budgets_check_promptly(
     result = EvaluationResult(skipped=len(ids) - len(due))
     if not due:
         return result
-    pipelines = _with_stages(Pipeline.objects.filter(pk__in=due))
+    pipelines = _with_stages(_evaluated(Pipeline.objects.filter(pk__in=due)))
     _marks_create(pipelines)
     for pipeline in pipelines:
-        with transaction.atomic():
-            # The tick's row lock: a check and a tick of one pipeline take turns, each
-            # reading the violations the other wrote. No row: deleted meanwhile.
-            mark = BudgetEvaluation.objects.select_for_update().filter(pipeline=pipeline)
-            if not mark.values_list("pk", flat=True):
-                continue
-            result.add(
-                _evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now, tick=False)
-            )
+        result.add(_isolated(pipeline, partial(_check_promptly, pipeline=pipeline, now=now)))
     return result
+
+
+def _check_promptly(*, pipeline: Pipeline, now: datetime) -> EvaluationResult:
+    with transaction.atomic():
+        # The tick's row lock: a check and a tick of one pipeline take turns, each
+        # reading the violations the other wrote. No row: deleted meanwhile.
+        mark = BudgetEvaluation.objects.select_for_update().filter(pipeline=pipeline)
+        if not mark.values_list("pk", flat=True):
+            return EvaluationResult()
+        _statement_timeout()
+        return _evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now, tick=False)

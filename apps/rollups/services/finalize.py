@@ -1,6 +1,10 @@
 """Finalize quiet traces: pipeline matching, stage attribution and stage samples."""
 
+from __future__ import annotations
+
+import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,6 +15,15 @@ from django.db import connection, transaction
 from django.db.models import Prefetch, Q
 from django.utils import timezone
 
+from apps.core.isolation import (
+    ItemDeadline,
+    each_isolated,
+    failure_reason,
+    is_transient,
+    statement_timeout_set,
+)
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
 from apps.core.sql_arrays import array_literal
 from apps.core.transactions import commit_without_waiting
 from apps.ingest.models import Span as StoredSpan
@@ -24,6 +37,8 @@ from apps.rollups.pipeline_matching import PipelineRouter
 from apps.rollups.services.dirty import dirty_buckets_mark
 from apps.rollups.spans import Span, unique_spans
 
+logger = logging.getLogger(__name__)
+
 SPAN_FIELDS = (
     "trace_pk", "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns",
     "attributes", "events", "status",
@@ -36,9 +51,11 @@ class FinalizeResult:
     matched: int = 0
     incomplete: int = 0
     samples: int = 0
+    quarantined: int = 0
 
 
-def _routers(team_ids: set[int]) -> dict[int, PipelineRouter]:
+def _routers(team_ids: set[int]) -> dict[int, PipelineRouter | Exception]:
+    """Each team's compiled pipelines; a team whose rules fail to compile gets the error."""
     pipelines = Pipeline.objects.filter(team_id__in=team_ids).prefetch_related(
         Prefetch(
             "stages",
@@ -50,7 +67,13 @@ def _routers(team_ids: set[int]) -> dict[int, PipelineRouter]:
     by_team: dict[int, list[Pipeline]] = defaultdict(list)
     for pipeline in pipelines:
         by_team[pipeline.team_id].append(pipeline)
-    return {team_id: PipelineRouter(by_team.get(team_id, [])) for team_id in team_ids}
+    routers: dict[int, PipelineRouter | Exception] = {}
+    for team_id in team_ids:
+        try:
+            routers[team_id] = PipelineRouter(by_team.get(team_id, []))
+        except Exception as exc:  # one team's configuration never stops another's traces
+            routers[team_id] = exc
+    return routers
 
 
 def _start_bounds(traces: list[Trace]) -> tuple[int, int] | None:
@@ -120,11 +143,17 @@ def traces_finalize_due(
     ``TRACE_MAX_WAIT_SECONDS`` and is finalized incomplete. Claimed with ``FOR UPDATE
     SKIP LOCKED`` so several workers share the work; a trace analyzed again after new
     spans has its samples replaced, never added.
+
+    A trace whose analysis raises or runs past ``TRACE_ANALYSIS_TIME_BUDGET_S``, or
+    whose rows the database refuses, is quarantined (see ``apps.core.quarantine``);
+    the pass commits every other trace.
     """
     now = now or timezone.now()
     result = FinalizeResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
+        if connection.vendor == "postgresql":
+            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True)
@@ -134,37 +163,87 @@ def traces_finalize_due(
         spans = _trace_spans(traces)
         routers = _routers({t.team_id for t in traces})
 
-        # A trace finalized before may have counted in another pipeline or bucket, and
-        # its old samples, stored under its old start, are replaced.
-        refinalized = [(t.pk, t.start_ns) for t in traces if t.revision]
-        touched: set[tuple[int | None, int | None]] = {
-            (t.pipeline_id, t.start_ns) for t in traces if t.revision
-        }
-        samples: list[SampleRow] = []
+        analyzed: list[tuple[Trace, list[SampleRow]]] = []
+        failed: list[tuple[Trace, BaseException]] = []
         idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
-        for trace in traces:
-            samples += _finalize_one(
-                trace, spans.get(trace.pk, []), routers[trace.team_id], now, idle
-            )
-            result.matched += trace.pipeline_id is not None
-            result.incomplete += trace.incomplete
-        trace_pks = [t.pk for t in traces]
-        touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
-        if connection.vendor == "postgresql":
-            _samples_delete(refinalized)
-            _samples_copy(samples)
-            _traces_update(traces, now)
-        else:
-            StageSample.objects.filter(trace_pk__in=trace_pks).delete()
-            StageSample.objects.bulk_create(
-                [StageSample(**dict(zip(SAMPLE_COLUMNS, row, strict=True))) for row in samples],
-                batch_size=1000,
-            )
-            Trace.objects.bulk_update(traces, FINALIZED_FIELDS, batch_size=500)
-        dirty_buckets_mark(touched)
-        result.traces = len(traces)
-        result.samples = len(samples)
+        # The samples keep the pre-analysis revision and start of a trace seen before:
+        # its old samples, stored under its old start, are replaced.
+        before = {t.pk: (t.revision, t.pipeline_id, t.start_ns) for t in traces}
+        with ItemDeadline(settings.TRACE_ANALYSIS_TIME_BUDGET_S) as deadline:
+            for trace in traces:
+                router = routers[trace.team_id]
+                try:
+                    if isinstance(router, Exception):
+                        raise router
+                    deadline.restart()
+                    samples = _finalize_one(trace, spans.get(trace.pk, []), router, now, idle)
+                    deadline.stop()
+                except Exception as exc:
+                    deadline.disarm()
+                    if is_transient(exc):
+                        raise
+                    failed.append((trace, exc))
+                    continue
+                analyzed.append((trace, samples))
+        written = each_isolated(
+            analyzed,
+            lambda group: _analyzed_write(group, before, now),
+            on_failure=lambda item, exc: failed.append((item[0], exc)),
+        )
+        for trace, error in failed:
+            _trace_quarantine(trace, error)
+        for group in written:
+            for trace, samples in group:
+                result.traces += 1
+                result.samples += len(samples)
+                result.matched += trace.pipeline_id is not None
+                result.incomplete += trace.incomplete
+        result.quarantined = len(failed)
     return result
+
+
+def _analyzed_write(
+    group: Sequence[tuple[Trace, list[SampleRow]]],
+    before: dict[int, tuple[int, int | None, int | None]],
+    now: datetime,
+) -> Sequence[tuple[Trace, list[SampleRow]]]:
+    """Replace the samples of these analyzed traces and store what analysis found."""
+    traces = [trace for trace, _ in group]
+    samples = [row for _, rows in group for row in rows]
+    seen = [before[t.pk] for t in traces if before[t.pk][0]]
+    # A trace finalized before may have counted in another pipeline or bucket.
+    refinalized = [(t.pk, before[t.pk][2]) for t in traces if before[t.pk][0]]
+    touched: set[tuple[int | None, int | None]] = {(pipeline, start) for _, pipeline, start in seen}
+    touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
+    if connection.vendor == "postgresql":
+        _samples_delete(refinalized)
+        _samples_copy(samples)
+        _traces_update(traces, now)
+    else:
+        StageSample.objects.filter(trace_pk__in=[t.pk for t in traces]).delete()
+        StageSample.objects.bulk_create(
+            [StageSample(**dict(zip(SAMPLE_COLUMNS, row, strict=True))) for row in samples],
+            batch_size=1000,
+        )
+        Trace.objects.bulk_update(traces, FINALIZED_FIELDS, batch_size=500)
+    dirty_buckets_mark(touched)
+    return group
+
+
+def traces_release(trace_pks: list[int]) -> int:
+    """Put quarantined traces back into analysis: due at the next pass."""
+    return Trace.objects.filter(pk__in=trace_pks, state=TraceState.QUARANTINED).update(
+        state=TraceState.OPEN
+    )
+
+
+def _trace_quarantine(trace: Trace, exc: BaseException) -> None:
+    reason = failure_reason(exc)
+    logger.warning("trace %s quarantined: %s", trace.pk, reason)
+    Trace.objects.filter(pk=trace.pk).update(state=TraceState.QUARANTINED)
+    quarantine_record(
+        kind=QuarantineKind.TRACE, item_id=trace.pk, team_id=trace.team_id, reason=reason
+    )
 
 
 FINALIZED_FIELDS = [

@@ -22,18 +22,26 @@ leaves a new row behind, so the parent is redone with the new children; an inser
 that ignored the conflict would be lost when that run deletes its claimed row.
 """
 
+import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.isolation import each_isolated, failure_reason, statement_timeout_set
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
 from apps.core.transactions import commit_without_waiting
 from apps.rollups.models import RESOLUTIONS, DirtyBucket, RollupBucket
 from apps.rollups.services import rollup_compute
 from apps.rollups.services.rollup_compute import PipelineInfo, as_datetime
 from apps.rollups.services.rollup_retention import PARENT, bucket_source
+
+logger = logging.getLogger(__name__)
 
 DIRTY_KEY = ["pipeline_id", "resolution", "bucket_start"]
 
@@ -51,6 +59,11 @@ class RollupResult:
         return sum(self.claimed.values())
 
 
+def rollup_buckets_release(dirty_ids: list[int]) -> int:
+    """Put quarantined buckets back into the rollup passes."""
+    return DirtyBucket.objects.filter(pk__in=dirty_ids).update(quarantined_at=None)
+
+
 def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> RollupResult:
     """Recompute up to ``limit`` dirty buckets of each resolution, finest first."""
     now = now or timezone.now()
@@ -58,15 +71,31 @@ def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> R
     for resolution in RESOLUTIONS:
         with transaction.atomic():
             commit_without_waiting()  # a lost commit leaves its dirty rows: redone
+            if connection.vendor == "postgresql":
+                statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
             _process_resolution(resolution, limit=limit, now=now, result=result)
     return result
 
 
 def _claim(resolution: int, limit: int) -> list[tuple[int, int, datetime]]:
-    dirty = DirtyBucket.objects.filter(resolution=resolution).order_by("bucket_start", "id")
+    dirty = DirtyBucket.objects.filter(resolution=resolution, quarantined_at__isnull=True)
+    dirty = dirty.order_by("bucket_start", "id")
     if connection.features.has_select_for_update_skip_locked:
         dirty = dirty.select_for_update(skip_locked=True)
     return list(dirty.values_list("id", "pipeline_id", "bucket_start")[:limit])
+
+
+Claimed = tuple[int, int, datetime]  # dirty row id, pipeline id, bucket start
+
+
+@dataclass
+class _Rewritten:
+    """What rewriting some claimed buckets did, kept apart until it commits."""
+
+    rows: list[Claimed]
+    starts: dict[int, list[int]]  # pipeline id -> bucket starts rewritten
+    written: int = 0
+    deleted: int = 0
 
 
 def _process_resolution(
@@ -76,24 +105,46 @@ def _process_resolution(
     if not claimed:
         return
     result.claimed[resolution] = len(claimed)
-    starts: dict[int, set[int]] = defaultdict(set)
-    for _, pipeline_id, start in claimed:
-        starts[pipeline_id].add(int(start.timestamp()))
-    pipelines = rollup_compute.pipelines_info(set(starts))
+    pipelines = rollup_compute.pipelines_info({pipeline_id for _, pipeline_id, _ in claimed})
+
+    def rewrite(rows: Sequence[Claimed]) -> _Rewritten:
+        starts: dict[int, set[int]] = defaultdict(set)
+        for _, pipeline_id, start in rows:
+            starts[pipeline_id].add(int(start.timestamp()))
+        done = _Rewritten(rows=list(rows), starts={})
+        for pipeline_id in sorted(starts):
+            done.starts[pipeline_id] = _rewrite(
+                pipeline_id, pipelines.get(pipeline_id), resolution, sorted(starts[pipeline_id]),
+                now=now, done=done,
+            )  # fmt: skip
+        return done
+
+    def failed(row: Claimed, exc: BaseException) -> None:
+        dirty_id, pipeline_id, _ = row
+        reason = failure_reason(exc)
+        logger.warning("rollup bucket %s quarantined: %s", row, reason)
+        DirtyBucket.objects.filter(pk=dirty_id).update(quarantined_at=now)
+        info = pipelines.get(pipeline_id)
+        quarantine_record(
+            kind=QuarantineKind.ROLLUP_BUCKET,
+            item_id=dirty_id,
+            team_id=info.team_id if info else None,
+            reason=reason,
+        )
+
     parents: set[tuple[int, int]] = set()
-    for pipeline_id in sorted(starts):
-        rewritten = _rewrite(
-            pipeline_id, pipelines.get(pipeline_id), resolution, sorted(starts[pipeline_id]),
-            now=now, result=result,
-        )  # fmt: skip
-        if rewritten:
-            result.pipelines.setdefault(resolution, set()).add(pipeline_id)
-        if resolution in PARENT:
-            parent = PARENT[resolution]
-            parents |= {(pipeline_id, start - start % parent) for start in rewritten}
+    for done in each_isolated(claimed, rewrite, on_failure=failed):
+        result.rows_written += done.written
+        result.rows_deleted += done.deleted
+        for pipeline_id, rewritten in done.starts.items():
+            if rewritten:
+                result.pipelines.setdefault(resolution, set()).add(pipeline_id)
+            if resolution in PARENT:
+                parent = PARENT[resolution]
+                parents |= {(pipeline_id, start - start % parent) for start in rewritten}
+        DirtyBucket.objects.filter(pk__in=[row[0] for row in done.rows]).delete()
     if parents:
         _mark(parents, PARENT[resolution])
-    DirtyBucket.objects.filter(pk__in=[row[0] for row in claimed]).delete()
 
 
 def _rewrite(
@@ -103,7 +154,7 @@ def _rewrite(
     starts: list[int],
     *,
     now: datetime,
-    result: RollupResult,
+    done: _Rewritten,
 ) -> list[int]:
     """Replace the rows of one pipeline's claimed buckets; the starts rewritten."""
     plan: dict[str, list[int]] = defaultdict(list)
@@ -114,7 +165,7 @@ def _rewrite(
         )
         plan[source].append(start)
     rewritten = sorted(plan["samples"] + plan["children"] + plan["expired"])
-    result.rows_deleted += RollupBucket.objects.filter(
+    done.deleted += RollupBucket.objects.filter(
         pipeline_id=pipeline_id,
         resolution=resolution,
         bucket_start__in=[as_datetime(start) for start in rewritten],
@@ -126,7 +177,7 @@ def _rewrite(
         if plan["children"]:
             rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
         RollupBucket.objects.bulk_create(rows, batch_size=1000)
-        result.rows_written += len(rows)
+        done.written += len(rows)
     return rewritten
 
 

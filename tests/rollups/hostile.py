@@ -1,0 +1,130 @@
+"""Traces of a hostile team beside a victim team's, stored through ingestion."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
+
+from apps.ingest.models import Encoding, Trace
+from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.pipelines.models import Pipeline, Stage
+from apps.teams.models import Team
+from tests.factories import make_pipeline, make_rule, make_stage
+from tests.ingest.sdk import encode, readable
+
+S = 1_000_000_000
+MS = 1_000_000
+
+
+def rag_pipeline(team: Team) -> tuple[Pipeline, Stage]:
+    pipeline = make_pipeline(team, "rag-chat", match_root_span="POST /chat")
+    retrieval = make_stage(pipeline, "retrieval", budget_ms=350)
+    make_rule(retrieval, span_name="retrieve*")
+    return pipeline, retrieval
+
+
+def recent_ns(seconds_ago: int = 30) -> int:
+    return (int(timezone.now().timestamp()) - seconds_ago) * S
+
+
+def ingest(team: Team, spans: list[ReadableSpan]) -> None:
+    """Store spans the way a request does, then drain them into traces."""
+    raw_batch_store(
+        team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
+        span_count=len(spans),
+    )  # fmt: skip
+    raw_batches_drain()
+
+
+def chat_requests(team: Team, *, first_id: int, count: int, retrieval_ms: int = 200) -> list[int]:
+    """``count`` two-span requests of the last half minute; their trace ids."""
+    spans = []
+    for trace_id in range(first_id, first_id + count):
+        t0 = recent_ns(30) + (trace_id - first_id) * MS
+        spans += [
+            readable(
+                "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0,
+                end=t0 + (retrieval_ms + 100) * MS, trace_id=trace_id,
+            ),
+            readable(
+                "retrieve docs", 0x20, 0x10, start=t0, end=t0 + retrieval_ms * MS,
+                trace_id=trace_id,
+            ),
+        ]  # fmt: skip
+    ingest(team, spans)
+    return list(range(first_id, first_id + count))
+
+
+def one_trace(
+    team: Team, trace_id: int, *, child: str, attributes: dict[str, Any] | None = None
+) -> int:
+    t0 = recent_ns(20)
+    ingest(
+        team,
+        [
+            readable(
+                "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0, end=t0 + 900 * MS,
+                trace_id=trace_id,
+            ),
+            readable(
+                child, 0x20, 0x10, kind=SpanKind.CLIENT, start=t0, end=t0 + 800 * MS,
+                attributes=attributes, trace_id=trace_id,
+            ),
+        ],
+    )  # fmt: skip
+    return trace_id
+
+
+def wide_trace(team: Team, trace_id: int, *, spans: int) -> int:
+    """One root with ``spans`` children: analysis takes a while, and its time grows with it."""
+    t0 = recent_ns(20)
+    children = [
+        readable(
+            f"tool call {i}", 0x1000 + i, 0x10, start=t0 + i * 1000, end=t0 + i * 1000 + MS,
+            trace_id=trace_id,
+        )
+        for i in range(spans)
+    ]  # fmt: skip
+    root = readable(
+        "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0, end=t0 + 2 * S, trace_id=trace_id
+    )
+    ingest(team, [root, *children])
+    return trace_id
+
+
+def stored_attribute_set(trace_id: int, span_name: str, attributes_json: str) -> None:
+    """Overwrite a stored span's attributes, as a row stored by an older release could be."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE ingest_span SET attributes = %s::jsonb WHERE trace_id = %s AND name = %s",
+            [attributes_json, trace_id.to_bytes(16, "big"), span_name],
+        )
+        assert cursor.rowcount == 1
+
+
+def broken_trace(team: Team, trace_id: int) -> int:
+    """A trace whose stored attributes are no mapping, as a damaged row could hold: its
+    analysis raises. Due for analysis, in a team with a pipeline that reads it."""
+    rag_pipeline(team)
+    one_trace(team, trace_id, child="retrieve docs")
+    stored_attribute_set(trace_id, "retrieve docs", "[1, 2, 3]")
+    go_quiet()
+    return trace_id
+
+
+def late_span(team: Team, trace_id: int, span_id: int) -> None:
+    t0 = recent_ns(10)
+    ingest(team, [readable("late", span_id, 0x10, start=t0, end=t0 + MS, trace_id=trace_id)])
+
+
+def traces_of(team: Team, trace_ids: list[int]) -> list[Trace]:
+    ids = [trace_id.to_bytes(16, "big") for trace_id in trace_ids]
+    return list(Trace.objects.filter(team=team, trace_id__in=ids).order_by("trace_id"))
+
+
+def go_quiet() -> None:
+    """No span for a minute: every open trace is due for analysis."""
+    Trace.objects.update(last_span_at=timezone.now() - timedelta(minutes=1))
