@@ -1,77 +1,81 @@
 """CPU time of the processes under test, read from /proc: to report CPU per span.
 
 Wall-clock throughput on a shared machine moves with whatever else runs; the CPU
-the web process, the worker and their PostgreSQL backends spend per span moves
-much less, so both are reported side by side.
+the web process, the worker and PostgreSQL spend per span moves much less, so both
+are reported side by side. A process's own time plus the time of its children it
+has reaped (``cutime``/``cstime``) is counted, so a PostgreSQL backend that served
+a request and exited still counts, through the postmaster.
 """
 
 import os
 from dataclasses import dataclass
 
-from django.db import connection
-
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, user + system CPU seconds) of a live process."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) * TICK_S
+@dataclass(frozen=True)
+class _Process:
+    name: str
+    parent: int
+    own_s: float
+    reaped_s: float
 
 
-def _tree(root: int) -> dict[int, float]:
-    """CPU seconds of ``root`` and every process below it."""
-    stats = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (stat := _stat(int(name))) is not None:
-            stats[int(name)] = stat
+def _processes() -> dict[int, _Process]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue  # ended meanwhile
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        found[int(entry)] = _Process(
+            name=name,
+            parent=int(fields[1]),
+            own_s=(int(fields[11]) + int(fields[12])) * TICK_S,
+            reaped_s=(int(fields[13]) + int(fields[14])) * TICK_S,
+        )
+    return found
+
+
+def _tree_s(processes: dict[int, _Process], root: int) -> float:
     members = {root}
     grew = True
     while grew:
-        grew = False
-        for pid, (parent, _) in stats.items():
-            if parent in members and pid not in members:
-                members.add(pid)
-                grew = True
-    return {pid: stats[pid][1] for pid in members if pid in stats}
+        before = len(members)
+        members |= {pid for pid, p in processes.items() if p.parent in members}
+        grew = len(members) > before
+    return sum(processes[pid].own_s + processes[pid].reaped_s for pid in members)
 
 
-def _backends() -> dict[int, float]:
-    """CPU seconds of the PostgreSQL backends serving this database, but this process's."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        pids = [row[0] for row in cursor.fetchall()]
-    return {pid: stat[1] for pid in pids if (stat := _stat(pid)) is not None}
-
-
-@dataclass
-class Snapshot:
-    parts: dict[str, dict[int, float]]
+def _postgres_s(processes: dict[int, _Process]) -> float:
+    """Every PostgreSQL process, plus the backends its postmaster has reaped."""
+    total = 0.0
+    for process in processes.values():
+        if process.name == "postgres":
+            total += process.own_s
+            parent = processes.get(process.parent)
+            if parent is None or parent.name != "postgres":  # the postmaster
+                total += process.reaped_s
+    return total
 
 
 class CpuMeter:
-    """Snapshots of named process trees plus the database's backends."""
+    """CPU seconds of named process trees and of PostgreSQL, read at two moments."""
 
     def __init__(self, **roots: int) -> None:
         self.roots = roots
 
-    def snapshot(self) -> Snapshot:
-        parts = {name: _tree(pid) for name, pid in self.roots.items()}
-        parts["postgres"] = _backends()
-        return Snapshot(parts)
+    def snapshot(self) -> dict[str, float]:
+        processes = _processes()
+        parts = {name: _tree_s(processes, pid) for name, pid in self.roots.items()}
+        parts["postgres"] = _postgres_s(processes)
+        return parts
 
     @staticmethod
-    def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
-        """CPU seconds per part between two snapshots; a process started between counts
-        from zero, one that ended between is lost (the parts here live for the run)."""
-        return {
-            name: round(sum(cpu - before.parts[name].get(pid, 0.0) for pid, cpu in now.items()), 2)
-            for name, now in after.parts.items()
-        }
+    def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {name: round(after[name] - before[name], 2) for name in after}
