@@ -30,6 +30,7 @@ def test_the_owner_sees_a_quarantined_trace_with_its_reason_instead_of_an_error(
     assert 'data-role="quarantine"' in page
     assert "AttributeError" in page
     assert 'data-role="analysis-failure"' in page
+    assert "stored, but analysis cannot read them" in page  # not "no longer stored"
 
 
 def test_a_viewer_sees_the_same_page(world: TeamWorld) -> None:
