@@ -8,12 +8,13 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 STAMP := $(VENV)/.installed
 
-.PHONY: help install setup run test check lint typecheck migrations-check format bench clean
+.PHONY: help install db db-stop setup run test check lint typecheck migrations-check format bench clean
 
 help:
 	@echo "make run    set up and start web, worker, scheduler and demo traffic on http://$(HOST):$(PORT)"
 	@echo "make test   set up and run the whole suite (lint, types, migrations, tests)"
 	@echo "make bench  run the benchmarks under bench/"
+	@echo "make db-stop  stop the embedded PostgreSQL server that run and test leave running"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -23,8 +24,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The embedded PostgreSQL server under var/postgres/, unless DATABASE_URL names a database:
+# started once, reused by every later command, stopped by `make db-stop` (or `make clean`).
+db: install
+ifeq ($(DATABASE_URL)$(DATABASE_URL_FILE),)
+	$(PY) -m apps.core.embedded_postgres start
+endif
+
+db-stop:
+	if [ -x $(PY) ]; then $(PY) -m apps.core.embedded_postgres stop; fi
+
 # Everything `make run` needs before the processes start; safe to repeat.
-setup: install
+setup: install db
 	DEBUG=true $(PY) manage.py migrate --noinput
 	DEBUG=true $(PY) manage.py collectstatic --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py demo_setup --site-url http://$(HOST):$(PORT)
@@ -43,13 +54,13 @@ lint: install
 typecheck: install
 	$(BIN)/mypy budgets_site apps tests bench
 
-migrations-check: install
+migrations-check: install db
 	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 
 check: lint typecheck migrations-check
 
 # pytest exits 5 when a selection (PYTEST_ARGS="-m ...") collects nothing: not an error.
-test: check
+test: db check
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests for this selection"; rc=0; fi; \
 	exit $$rc
@@ -58,8 +69,8 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: install
+bench: install db
 	$(PY) -m bench
 
-clean:
+clean: db-stop
 	rm -rf $(VENV) var/ .pytest_cache .mypy_cache .ruff_cache

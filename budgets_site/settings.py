@@ -1,8 +1,8 @@
 """Settings, all from the environment (twelve-factor).
 
 Every value can be given as ``NAME`` or, for secrets mounted as files, ``NAME_FILE``.
-With nothing set the app runs on an embedded default: SQLite and a broker that
-needs no server, both under ``var/``.
+With nothing set the app runs on an embedded default: a private PostgreSQL server and a
+broker that needs no server, both under ``var/``.
 """
 
 from pathlib import Path
@@ -11,6 +11,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 from kombu import Queue
+
+from apps.core import embedded_postgres
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -94,21 +96,24 @@ TEMPLATES = [
     }
 ]
 
-# --- Database: PostgreSQL in production, a SQLite file by default --------------
-DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-}
+# --- Database: PostgreSQL, named by DATABASE_URL or the embedded server under var/ ---
+# Only its address is computed here: `make db` (python -m apps.core.embedded_postgres
+# start) runs the embedded server, and production, which sets DATABASE_URL, never has one.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db_url("DATABASE_URL")}
+else:
+    _embedded = embedded_postgres.server_at(var_dir=VAR_DIR)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": embedded_postgres.DATABASE,
+            "USER": embedded_postgres.SUPERUSER,
+            "HOST": str(_embedded.socket_dir),
+            "PORT": str(embedded_postgres.PORT),
+        }
+    }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The web process, the worker and the scheduler share the file: wait for locks
-    # instead of failing, and let readers run beside the writer.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache: Redis when REDIS_URL is set, process memory otherwise ---------------

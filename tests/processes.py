@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.db import connection
@@ -19,13 +19,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_database_url() -> str:
     """A DATABASE_URL naming the database the tests are using right now."""
     db = settings.DATABASES["default"]
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{connection.settings_dict['NAME']}"
     user = quote(db.get("USER") or "")
     password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
     host = db.get("HOST") or "127.0.0.1"
     port = db.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{connection.settings_dict['NAME']}"
+    name = connection.settings_dict["NAME"]
+    if host.startswith("/"):
+        # A Unix socket directory (the embedded server's) goes in the query, as libpq has it.
+        query = urlencode({"host": host, "port": port})
+        return f"postgres://{user}{password}@/{name}?{query}"
+    return f"postgres://{user}{password}@{host}:{port}/{name}"
 
 
 def process_env(**extra: str) -> dict[str, str]:

@@ -1,17 +1,20 @@
-"""`make run` on a machine with nothing configured: SQLite and the filesystem broker."""
+"""`make run` on a machine with nothing configured: the embedded PostgreSQL server and the
+filesystem broker."""
 
 import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from apps.core import embedded_postgres
 from tests.processes import ROOT, wait_for
 
 EMBEDDED_UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "EMAIL_URL", "SECRET_KEY")
@@ -35,13 +38,14 @@ def _get(url: str) -> tuple[int, bytes]:
 
 @pytest.mark.slow
 def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
-    tmp_path: Path,
+    tmp_path: Path, server_var_dir: Path
 ) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET}
-    env.update(VAR_DIR=str(tmp_path / "var"), PORT=str(port), DJANGO_SETTINGS_MODULE="")
+    env.update(VAR_DIR=str(server_var_dir), PORT=str(port), DJANGO_SETTINGS_MODULE="")
     env.pop("DJANGO_SETTINGS_MODULE")
     log_path = tmp_path / "make-run.log"
+    server = embedded_postgres.server_at(var_dir=server_var_dir)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             ["make", "run", f"PORT={port}"],
@@ -60,25 +64,26 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
         assert _get(f"{base}/accounts/login/")[0] == 200
 
         # The scheduler's heartbeat went through the filesystem broker to the worker,
-        # which wrote it to the SQLite file: all three processes are alive and wired.
-        db_path = tmp_path / "var" / "db.sqlite3"
+        # which wrote it to the embedded server: all three processes are alive and wired.
+        def count(query: str) -> int:
+            with psycopg.connect(server.url()) as db:
+                row = db.execute(query).fetchone()
+            return int(row[0]) if row else 0
 
         def heartbeat_recorded() -> bool:
-            with sqlite3.connect(db_path) as db:
-                return bool(db.execute("SELECT COUNT(*) FROM core_workerheartbeat").fetchone()[0])
+            return bool(count("SELECT COUNT(*) FROM core_workerheartbeat"))
 
         assert wait_for(heartbeat_recorded, timeout=60, interval=0.5), log_path.read_text()[-4000:]
 
         # Demo traffic flows through the official exporter, the ingest endpoint and the
         # worker: traces of the demo pipeline come out analyzed, with stage samples.
         def demo_trace_analyzed() -> bool:
-            with sqlite3.connect(db_path) as db:
-                return bool(
-                    db.execute(
-                        "SELECT COUNT(*) FROM ingest_trace t JOIN rollups_stagesample s "
-                        "ON s.trace_pk = t.id WHERE t.state IN (1, 2) AND t.pipeline_id IS NOT NULL"
-                    ).fetchone()[0]
+            return bool(
+                count(
+                    "SELECT COUNT(*) FROM ingest_trace t JOIN rollups_stagesample s "
+                    "ON s.trace_pk = t.id WHERE t.state IN (1, 2) AND t.pipeline_id IS NOT NULL"
                 )
+            )
 
         assert wait_for(demo_trace_analyzed, timeout=120, interval=1), log_path.read_text()[-4000:]
         output = log_path.read_text()
@@ -91,5 +96,11 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    # Ctrl-C stops everything: nothing is left listening on the port.
+        # The database outlives Ctrl-C, for the next `make run`, until it is stopped.
+        running = embedded_postgres.is_running(var_dir=server.var_dir)
+        stop = [sys.executable, "-m", "apps.core.embedded_postgres", "stop"]
+        subprocess.run(stop, cwd=ROOT, env=env, check=True, capture_output=True)
+    # Ctrl-C stops the app: nothing is left listening on the port.
     assert _get(f"{base}/healthz")[0] == 0
+    assert running
+    assert not embedded_postgres.is_running(var_dir=server.var_dir)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.core import embedded_postgres
 from tests.processes import ROOT
 
 PRODUCTION_KEY = "x7#kq2!vLr9@pWz4$Nt8^Hc3&Bm6*Yf1(Gd5)Js0-Ua2+Ee7=Io4"
@@ -77,20 +78,25 @@ def test_development_generates_a_secret_key_once_and_keeps_it(tmp_path: Path) ->
     assert len(first.stdout.strip()) >= 50
 
 
-def test_embedded_defaults_need_no_server(tmp_path: Path) -> None:
+def test_embedded_defaults_are_a_private_postgres_and_a_broker_without_server(
+    tmp_path: Path,
+) -> None:
     code = (
-        "from django.conf import settings; "
-        "print(settings.DATABASES['default']['ENGINE']); print(settings.CELERY_BROKER_URL); "
+        "from django.conf import settings; db = settings.DATABASES['default']; "
+        "print(db['ENGINE']); print(db['HOST']); print(settings.CELERY_BROKER_URL); "
         "print(settings.CACHES['default']['BACKEND']); print(settings.EMAIL_BACKEND)"
     )
     result = _manage(
         "shell", "--no-imports", "-c", code, tmp_path=tmp_path, embedded=True, DEBUG="true"
     )
     lines = result.stdout.split()
-    assert lines[0] == "django.db.backends.sqlite3"
-    assert lines[1] == "filesystem://"
-    assert lines[2].endswith("LocMemCache")
-    assert lines[3] == "django.core.mail.backends.console.EmailBackend"
+    assert lines[0] == "django.db.backends.postgresql"
+    assert lines[1] == str(embedded_postgres.server_at(var_dir=tmp_path).socket_dir)
+    assert lines[2] == "filesystem://"
+    assert lines[3].endswith("LocMemCache")
+    assert lines[4] == "django.core.mail.backends.console.EmailBackend"
+    # The settings name the embedded server; only `make db` starts one.
+    assert not (tmp_path / "postgres").exists()
 
 
 @pytest.mark.parametrize(
