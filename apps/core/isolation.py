@@ -1,9 +1,12 @@
 """Running one item of a shared pass so that its failure stays its own.
 
-A pass first tries its whole group of items at once, inside a savepoint: that is
-the common case and costs one savepoint per pass, not one per item. Only when the
-group fails does it go item by item, each in a savepoint of its own, to find the
-items at fault; those are quarantined and everyone else's work commits.
+A pass first runs whole, in its one transaction and without savepoints: the common
+case costs nothing (a savepoint would make every row it writes carry a
+subtransaction id, which every later reader of those rows pays for). Only when the
+database refuses something does the pass roll back and run again item by item, each
+in a savepoint of its own, to find the items at fault (``pass_with_fallback`` and
+``items_run``); those are quarantined and everyone else's work commits. A failure in
+Python (analysis) is caught per item without any of this.
 
 Failures of the database itself (a lost connection, a deadlock, a lock timeout)
 are nobody's item: they propagate, the pass rolls back whole and runs again later.
@@ -11,6 +14,7 @@ A statement cancelled by ``statement_timeout`` is the item's own: it ran past it
 time budget.
 """
 
+import logging
 import signal
 import threading
 import time
@@ -20,6 +24,8 @@ from typing import Any, TypeVar
 import psycopg.errors
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, connection, transaction
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -112,29 +118,38 @@ class ItemDeadline:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def each_isolated(
-    items: Sequence[T],
-    work: Callable[[Sequence[T]], R],
-    *,
-    on_failure: Callable[[T, BaseException], None],
-) -> list[R]:
-    """``work`` over all the items at once, or, if that fails, over each item alone.
+def pass_with_fallback(run: Callable[[bool], R]) -> R:
+    """``run(False)``: the pass whole; if an item made it fail, ``run(True)``: item by item.
 
-    Returns the results that committed: one for the whole group, or one per item
-    that succeeded. ``on_failure`` runs for each item that failed on its own, after
-    its savepoint was rolled back (it may write: its writes commit with the pass).
+    ``run`` opens its own transaction, so the failed attempt is rolled back entirely
+    (quarantine records included) before the second one claims the same items again.
     """
-    if not items:
-        return []
     try:
-        with transaction.atomic():
-            return [work(items)]
+        return run(False)
     except Exception as exc:
         if is_transient(exc):
             raise
-        if len(items) == 1:
-            on_failure(items[0], exc)
-            return []
+        logger.warning("pass redone item by item after: %s", failure_reason(exc))
+        return run(True)
+
+
+def items_run(
+    items: Sequence[T],
+    work: Callable[[Sequence[T]], R],
+    *,
+    isolate: bool,
+    on_failure: Callable[[T, BaseException], None],
+) -> list[R]:
+    """``work`` over all the items at once, or with ``isolate`` over each item alone.
+
+    Isolated, each item runs in a savepoint; ``on_failure`` runs for each item that
+    failed, after its savepoint was rolled back (its writes commit with the pass).
+    Returns the results that will commit: one for the group, or one per item.
+    """
+    if not items:
+        return []
+    if not isolate:
+        return [work(items)]
     results: list[R] = []
     for item in items:
         try:

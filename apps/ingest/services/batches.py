@@ -10,7 +10,12 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.core.binary_sql import server_bound_cursor
-from apps.core.isolation import each_isolated, failure_reason, statement_timeout_set
+from apps.core.isolation import (
+    failure_reason,
+    items_run,
+    pass_with_fallback,
+    statement_timeout_set,
+)
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.core.transactions import commit_without_waiting
@@ -128,7 +133,11 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
     A batch that cannot be decoded or stored is quarantined (kept with its error,
     out of later drains) and the others are stored without it.
     """
-    max_spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
+    limit = max_spans or settings.INGEST_DRAIN_MAX_SPANS
+    return pass_with_fallback(lambda isolate: _drain_pass(limit, isolate=isolate))
+
+
+def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
     result = DrainResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its batches pending: redone
@@ -169,7 +178,8 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
             _batch_quarantine(item[0], exc)
             result.failed_batches += 1
 
-        for group, written in each_isolated(ready, _batches_store, on_failure=failed):
+        stored = items_run(ready, _batches_store, isolate=isolate, on_failure=failed)
+        for group, written in stored:
             result.spans_new += written.spans_new
             result.traces_touched += written.traces_touched
             RawBatch.objects.filter(pk__in=[batch.pk for batch, _ in group]).delete()

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from apps.core.isolation import (
     ItemDeadline,
-    each_isolated,
     failure_reason,
     is_transient,
+    items_run,
+    pass_with_fallback,
     statement_timeout_set,
 )
 from apps.core.models import QuarantineKind
@@ -149,6 +150,10 @@ def traces_finalize_due(
     the pass commits every other trace.
     """
     now = now or timezone.now()
+    return pass_with_fallback(lambda isolate: _finalize_pass(now, limit, isolate=isolate))
+
+
+def _finalize_pass(now: datetime, limit: int, *, isolate: bool) -> FinalizeResult:
     result = FinalizeResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
@@ -185,9 +190,10 @@ def traces_finalize_due(
                     failed.append((trace, exc))
                     continue
                 analyzed.append((trace, samples))
-        written = each_isolated(
+        written = items_run(
             analyzed,
             lambda group: _analyzed_write(group, before, now),
+            isolate=isolate,
             on_failure=lambda item, exc: failed.append((item[0], exc)),
         )
         for trace, error in failed:

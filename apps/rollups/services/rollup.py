@@ -27,12 +27,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.core.isolation import each_isolated, failure_reason, statement_timeout_set
+from apps.core.isolation import (
+    failure_reason,
+    items_run,
+    pass_with_fallback,
+    statement_timeout_set,
+)
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.core.transactions import commit_without_waiting
@@ -58,6 +64,13 @@ class RollupResult:
     def buckets(self) -> int:
         return sum(self.claimed.values())
 
+    def add(self, other: "RollupResult") -> None:
+        self.claimed.update(other.claimed)
+        for resolution, pipelines in other.pipelines.items():
+            self.pipelines.setdefault(resolution, set()).update(pipelines)
+        self.rows_written += other.rows_written
+        self.rows_deleted += other.rows_deleted
+
 
 def rollup_buckets_release(dirty_ids: list[int]) -> int:
     """Put quarantined buckets back into the rollup passes."""
@@ -69,11 +82,18 @@ def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> R
     now = now or timezone.now()
     result = RollupResult()
     for resolution in RESOLUTIONS:
-        with transaction.atomic():
-            commit_without_waiting()  # a lost commit leaves its dirty rows: redone
-            if connection.vendor == "postgresql":
-                statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
-            _process_resolution(resolution, limit=limit, now=now, result=result)
+        one = pass_with_fallback(partial(_resolution_pass, resolution, limit=limit, now=now))
+        result.add(one)
+    return result
+
+
+def _resolution_pass(resolution: int, isolate: bool, *, limit: int, now: datetime) -> RollupResult:
+    result = RollupResult()
+    with transaction.atomic():
+        commit_without_waiting()  # a lost commit leaves its dirty rows: redone
+        if connection.vendor == "postgresql":
+            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
+        _process_resolution(resolution, limit=limit, now=now, result=result, isolate=isolate)
     return result
 
 
@@ -99,7 +119,7 @@ class _Rewritten:
 
 
 def _process_resolution(
-    resolution: int, *, limit: int, now: datetime, result: RollupResult
+    resolution: int, *, limit: int, now: datetime, result: RollupResult, isolate: bool
 ) -> None:
     claimed = _claim(resolution, limit)
     if not claimed:
@@ -133,7 +153,7 @@ def _process_resolution(
         )
 
     parents: set[tuple[int, int]] = set()
-    for done in each_isolated(claimed, rewrite, on_failure=failed):
+    for done in items_run(claimed, rewrite, isolate=isolate, on_failure=failed):
         result.rows_written += done.written
         result.rows_deleted += done.deleted
         for pipeline_id, rewritten in done.starts.items():
