@@ -168,7 +168,11 @@ class SpanBatchApi(APIView):
         # The body's key; DRF takes declared fields off the class, so the property is untouched.
         errors = serializers.ListField(  # type: ignore[assignment]
             child=serializers.CharField(),
-            help_text="The first few rejections, e.g. “span 3: empty name”.",
+            help_text=(
+                "The first few rejected spans, then the first few attributes dropped from "
+                "accepted spans, e.g. “span 3: empty name”, “span 0: dropped "
+                "gen_ai.response.time_to_first_chunk: out of range (1e+300)”."
+            ),
         )
 
         class Meta:
