@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import psycopg.errors
 from billiard.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 logger = logging.getLogger(__name__)
@@ -59,12 +60,11 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-def statement_timeout_set(seconds: float) -> None:
-    """Bound every statement of the current transaction (``SET LOCAL``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('statement_timeout', %s, true)", [f"{seconds * 1000:.0f}"]
-        )
+def pass_statement_timeout() -> None:
+    """Bound every statement of the current transaction by ``PASS_STATEMENT_TIMEOUT_S``."""
+    milliseconds = f"{settings.PASS_STATEMENT_TIMEOUT_S * 1000:.0f}"
+    with connection.cursor() as cursor:  # SET LOCAL: it ends with the pass's transaction
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [milliseconds])
 
 
 class ItemDeadline:

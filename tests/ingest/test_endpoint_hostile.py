@@ -14,6 +14,7 @@ from apps.ingest.decoding import RpcCode
 from apps.ingest.decoding.json_depth import MAX_JSON_DEPTH
 from apps.ingest.models import Encoding, RawBatch
 from apps.ingest.ratelimit import WINDOW_S, rate_limit_consume, rate_limit_wait
+from tests.authorization_headers import malformed_authorization
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -307,19 +308,7 @@ def test_brackets_inside_strings_are_not_nesting(token: str) -> None:
 
 # --- Authorization headers -------------------------------------------------------------
 
-MALFORMED_AUTHORIZATION = [
-    pytest.param(" ", id="one space"),
-    pytest.param("\xa0", id="nbsp"),
-    pytest.param("Bearer", id="scheme only"),
-    pytest.param("Bearer  ", id="scheme and spaces"),
-    pytest.param("Token", id="other scheme"),
-    pytest.param("Bearer \xa0", id="scheme and nbsp"),
-    pytest.param("Bearer \xa0lbi_x", id="nbsp before a token"),
-    pytest.param("Bearer lbi_\xe9\xff\xa0", id="latin-1 bytes"),
-    pytest.param("\xe9\xff", id="latin-1 bytes alone"),
-    pytest.param("Bearer lbi_" + "x" * 10_000, id="10 KB"),
-    pytest.param("Bearer " + "x" * 10_000, id="10 KB without prefix"),
-]
+MALFORMED_AUTHORIZATION = malformed_authorization("lbi_")
 
 
 @pytest.mark.parametrize("authorization", MALFORMED_AUTHORIZATION)

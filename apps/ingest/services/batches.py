@@ -13,8 +13,8 @@ from apps.core.binary_sql import server_bound_cursor
 from apps.core.isolation import (
     failure_reason,
     items_run,
+    pass_statement_timeout,
     pass_with_fallback,
-    statement_timeout_set,
 )
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
@@ -141,8 +141,7 @@ def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
     result = DrainResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its batches pending: redone
-        if connection.vendor == "postgresql":
-            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
+        pass_statement_timeout()
         pending = RawBatch.objects.filter(last_error="").order_by("id")
         if connection.features.has_select_for_update_skip_locked:
             pending = pending.select_for_update(skip_locked=True)

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 
-from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from apps.core.isolation import failure_reason, is_transient, statement_timeout_set
+from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
@@ -230,13 +229,8 @@ def pipeline_budgets_evaluate(
     with transaction.atomic():
         if not _claim(pipeline, evaluation_tick(now)):
             return EvaluationResult(skipped=1)
-        _statement_timeout()
+        pass_statement_timeout()
         return _evaluate(pipeline=pipeline, stages=stages, now=now, tick=True)
-
-
-def _statement_timeout() -> None:
-    if connection.vendor == "postgresql":
-        statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
 
 
 def _isolated(pipeline: Pipeline, evaluate: Callable[[], EvaluationResult]) -> EvaluationResult:
@@ -330,5 +324,5 @@ def _check_promptly(*, pipeline: Pipeline, now: datetime) -> EvaluationResult:
         mark = BudgetEvaluation.objects.select_for_update().filter(pipeline=pipeline)
         if not mark.values_list("pk", flat=True):
             return EvaluationResult()
-        _statement_timeout()
+        pass_statement_timeout()
         return _evaluate(pipeline=pipeline, stages=pipeline.stages.all(), now=now, tick=False)

@@ -20,8 +20,8 @@ from apps.core.isolation import (
     failure_reason,
     is_transient,
     items_run,
+    pass_statement_timeout,
     pass_with_fallback,
-    statement_timeout_set,
 )
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
@@ -33,7 +33,6 @@ from apps.ingest.stored import analysis_span
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.rollups.attribution import attribute_spans
 from apps.rollups.critical_path import find_root
-from apps.rollups.models import StageSample
 from apps.rollups.pipeline_matching import PipelineRouter
 from apps.rollups.services.dirty import dirty_buckets_mark
 from apps.rollups.spans import Span, unique_spans
@@ -157,8 +156,7 @@ def _finalize_pass(now: datetime, limit: int, *, isolate: bool) -> FinalizeResul
     result = FinalizeResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
-        if connection.vendor == "postgresql":
-            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
+        pass_statement_timeout()
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True)
@@ -221,17 +219,9 @@ def _analyzed_write(
     refinalized = [(t.pk, before[t.pk][2]) for t in traces if before[t.pk][0]]
     touched: set[tuple[int | None, int | None]] = {(pipeline, start) for _, pipeline, start in seen}
     touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
-    if connection.vendor == "postgresql":
-        _samples_delete(refinalized)
-        _samples_copy(samples)
-        _traces_update(traces, now)
-    else:
-        StageSample.objects.filter(trace_pk__in=[t.pk for t in traces]).delete()
-        StageSample.objects.bulk_create(
-            [StageSample(**dict(zip(SAMPLE_COLUMNS, row, strict=True))) for row in samples],
-            batch_size=1000,
-        )
-        Trace.objects.bulk_update(traces, FINALIZED_FIELDS, batch_size=500)
+    _samples_delete(refinalized)
+    _samples_copy(samples)
+    _traces_update(traces, now)
     dirty_buckets_mark(touched)
     return group
 
@@ -250,12 +240,6 @@ def _trace_quarantine(trace: Trace, exc: BaseException) -> None:
     quarantine_record(
         kind=QuarantineKind.TRACE, item_id=trace.pk, team_id=trace.team_id, reason=reason
     )
-
-
-FINALIZED_FIELDS = [
-    "state", "finalized_at", "revision", "pipeline", "incomplete", "error", "start_ns",
-    "end_ns", "root_name", "root_service", "untracked_critical_ns",
-]  # fmt: skip
 
 
 SAMPLE_COLUMNS = (

@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.core.isolation import (
     failure_reason,
     items_run,
+    pass_statement_timeout,
     pass_with_fallback,
-    statement_timeout_set,
 )
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
@@ -91,8 +90,7 @@ def _resolution_pass(resolution: int, isolate: bool, *, limit: int, now: datetim
     result = RollupResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its dirty rows: redone
-        if connection.vendor == "postgresql":
-            statement_timeout_set(settings.PASS_STATEMENT_TIMEOUT_S)
+        pass_statement_timeout()
         _process_resolution(resolution, limit=limit, now=now, result=result, isolate=isolate)
     return result
 
