@@ -79,3 +79,18 @@ def test_a_short_socket_directory_someone_else_made_is_refused(tmp_path: Path) -
         assert not (var / "postgres" / "data").exists()
     finally:
         shutil.rmtree(planted)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
+def test_a_checkout_in_a_private_directory_is_opened_for_traversal_and_starts(
+    server_var_dir: Path,
+) -> None:
+    private = server_var_dir.parent
+    private.chmod(0o700)  # as `mktemp -d` makes it
+
+    server = embedded_postgres.start(var_dir=server_var_dir)
+
+    assert private.stat().st_mode & 0o777 == 0o701  # others may pass through, not list
+    with psycopg.connect(server.url()) as db:
+        assert db.execute("SELECT 1").fetchone() == (1,)

@@ -61,6 +61,22 @@ def own_directory(path: Path, *, account: Account, adopt: bool) -> None:
         )
 
 
+def open_for_traversal(path: Path) -> list[Path]:
+    """Let others pass through (not list) the directories above ``path`` that we own.
+
+    As root the server runs as its own user, who must pass through every directory above
+    its binaries and files; a checkout in a private directory (``mktemp -d`` makes one of
+    mode 700) would stop it. Returns the directories changed, for the caller to say so.
+    """
+    opened = []
+    for directory in reversed(path.parents):
+        info = directory.stat()
+        if info.st_uid == os.geteuid() and not info.st_mode & stat.S_IXOTH:
+            directory.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+            opened.append(directory)
+    return opened
+
+
 def check_reachable(path: Path, *, account: pwd.struct_passwd) -> None:
     """As root the server runs as another user, who must be able to enter every directory
     above its binaries and its files; say which one stops it rather than let it fail."""

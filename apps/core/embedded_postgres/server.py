@@ -15,6 +15,7 @@ from apps.core.embedded_postgres.accounts import (
     Account,
     as_account,
     check_reachable,
+    open_for_traversal,
     own_directory,
     run_as,
     server_account,
@@ -43,6 +44,8 @@ def start(*, var_dir: Path) -> Server:
         bin_dir = _bin_dir()
         if account is not None:
             for path in (bin_dir / "postgres", server.data, server.socket_dir):
+                for directory in open_for_traversal(path):
+                    print(f"embedded PostgreSQL: {directory} opened for traversal (o+x)")
                 check_reachable(path, account=account)
         process = None
         if not _is_running(server, bin_dir=bin_dir, account=account):
