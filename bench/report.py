@@ -31,7 +31,7 @@ def write(name: str, rows: dict[str, dict[str, Any]], setup: dict[str, Any]) -> 
     path = RESULTS / f"{name}.json"
     payload = {
         "benchmark": name,
-        "database": connection.vendor,
+        "database": f"PostgreSQL {connection.pg_version // 10000}.{connection.pg_version % 10000}",
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
         "setup": setup,

@@ -50,22 +50,15 @@ def _populate() -> tuple[Any, list[int]]:
 
 
 def _write_samples(rows: list[tuple[Any, ...]]) -> None:
-    from apps.rollups.models import StageSample
-
     columns = (
         "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns",
         "critical_ns", "span_count", "error",
     )  # fmt: skip
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            statement = f"COPY rollups_stagesample ({', '.join(columns)}) FROM STDIN"
-            with cursor.cursor.copy(statement) as copy:
-                for row in rows:
-                    copy.write_row(row)
-        return
-    StageSample.objects.bulk_create(
-        [StageSample(**dict(zip(columns, row, strict=True))) for row in rows], batch_size=2000
-    )
+    with connection.cursor() as cursor:
+        statement = f"COPY rollups_stagesample ({', '.join(columns)}) FROM STDIN"
+        with cursor.cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 def _write_traces(

@@ -101,6 +101,14 @@ TEMPLATES = [
 # start) runs the embedded server, and production, which sets DATABASE_URL, never has one.
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db_url("DATABASE_URL")}
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        # One SQL dialect: partitions, binary COPY, SKIP LOCKED and percentile_disc
+        # have no fallback elsewhere.
+        raise ImproperlyConfigured(
+            "DATABASE_URL must name a PostgreSQL database (postgres://user:password@host:port/"
+            f"name); it names {DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}. Leave it "
+            "unset to use the embedded PostgreSQL server under var/."
+        )
 else:
     _embedded = embedded_postgres.server_at(var_dir=VAR_DIR)
     DATABASES = {

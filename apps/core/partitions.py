@@ -3,7 +3,7 @@
 A table partitioned by a bigint nanosecond column gets one partition per UTC day
 (``<table>_pYYYYMMDD``) and a default partition for anything outside them, so no
 row is ever refused. Retention drops whole day partitions instead of deleting
-rows; on other databases it deletes rows.
+rows.
 """
 
 import re
@@ -17,10 +17,6 @@ PARTITION_SUFFIX = re.compile(r"_p(\d{8})$")
 
 def day_start_ns(day: date) -> int:
     return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()) * 1_000_000_000
-
-
-def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
 
 
 def create_partitioned_table_sql(table: str, columns_sql: str, key: str) -> list[str]:
@@ -56,8 +52,6 @@ def partitions_ensure(table: str, *, first: date, last: date) -> list[str]:
     Rows already sitting in the default partition for such a day are moved into
     the new partition (PostgreSQL refuses to attach over matching default rows).
     """
-    if not is_postgres():
-        return []
     existing = partitions_of(table)
     created = []
     day = first
@@ -84,8 +78,6 @@ def partitions_ensure(table: str, *, first: date, last: date) -> list[str]:
 
 def partitions_drop_before(table: str, *, cutoff: date, model_delete: object = None) -> list[str]:
     """Drop day partitions that end on or before ``cutoff`` and purge old default rows."""
-    if not is_postgres():
-        return []
     dropped = []
     for day, name in sorted(partitions_of(table).items()):
         if day + timedelta(days=1) <= cutoff:
@@ -106,9 +98,6 @@ def create_model_table(schema_editor: object, model: type, *, key: str = "start_
     editor = schema_editor  # BaseDatabaseSchemaEditor; typed loosely for migrations
     conn = editor.connection  # type: ignore[attr-defined]
     meta = model._meta  # type: ignore[attr-defined]
-    if conn.vendor != "postgresql":
-        editor.create_model(model)  # type: ignore[attr-defined]
-        return
     columns = []
     for field in meta.local_fields:
         db_type = field.db_type(conn)

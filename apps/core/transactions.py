@@ -10,8 +10,7 @@ def commit_without_waiting() -> None:
     the same transaction, a finalization that leaves its traces open otherwise. If
     PostgreSQL crashes within a fraction of a second after such a commit, the
     transaction is lost as a whole, never in part, and the next run does it again.
-    Other databases ignore it. Call it inside ``transaction.atomic()``.
+    Call it inside ``transaction.atomic()``.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")

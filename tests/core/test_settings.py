@@ -134,3 +134,13 @@ def test_settings_at_their_least_values_are_accepted(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0.0", "0", "1"]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///var/db.sqlite3", "mysql://user:pw@db.example.com/x"])
+def test_a_database_other_than_postgresql_is_refused_with_a_clear_message(
+    tmp_path: Path, url: str
+) -> None:
+    result = _manage("check", tmp_path=tmp_path, DEBUG="true", DATABASE_URL=url)
+    assert result.returncode != 0
+    assert "DATABASE_URL must name a PostgreSQL database" in result.stderr
+    assert "Leave it unset to use the embedded PostgreSQL server" in result.stderr

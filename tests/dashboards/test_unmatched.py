@@ -1,5 +1,6 @@
 """Unmatched traffic: groups of root span and service with counts, percentiles, and a way out."""
 
+import math
 import re
 from html import unescape
 from typing import Any
@@ -9,13 +10,25 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from apps.ingest.selectors import percentile_cont, root_span_glob, unmatched_traffic
+from apps.ingest.models import Trace
+from apps.ingest.selectors import root_span_glob, unmatched_traffic
 from apps.rollups.pipeline_matching import compile_pipeline
 from apps.rollups.spans import Span
 from tests.conftest import client_for
 from tests.dashboards.builders import Explorer
 
 MEMBERS = ["owner", "editor", "viewer"]
+
+
+def percentile_cont(values: list[int], fraction: float) -> float:
+    """Linear interpolation between closest ranks, as PostgreSQL's percentile_cont."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 URL = "/teams/acme/traces/unmatched/"
 
 
@@ -133,7 +146,7 @@ def test_no_unmatched_traffic_says_so(world: Any) -> None:
     [([], 0.5, 0.0), ([7], 0.95, 7.0), ([10, 30], 0.5, 20.0), ([10, 30], 0.95, 29.0),
      ([4, 1, 3, 2], 0.5, 2.5), (list(range(1, 101)), 0.95, 95.05)],
 )  # fmt: skip
-def test_the_percentile_fallback_interpolates_like_postgres(
+def test_the_reference_percentile_interpolates_like_postgres(
     values: list[int], fraction: float, expected: float
 ) -> None:
     assert percentile_cont(values, fraction) == pytest.approx(expected)
@@ -157,16 +170,24 @@ def test_the_suggested_glob_matches_the_root_span_name_and_fits_the_field(
         assert not compile_pipeline(pipeline).matches(other)
 
 
-def test_databases_without_percentile_cont_get_the_same_numbers(
-    explorer: Explorer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from types import SimpleNamespace
-
-    in_sql = unmatched_traffic(team=explorer.world.team)
-    monkeypatch.setattr(
-        "apps.ingest.selectors.unmatched.connection", SimpleNamespace(vendor="sqlite")
-    )
-    assert unmatched_traffic(team=explorer.world.team, now=None).groups == in_sql.groups
+def test_the_group_percentiles_are_exact_over_the_stored_traces(explorer: Explorer) -> None:
+    summary = unmatched_traffic(team=explorer.world.team)
+    for group in summary.groups:
+        durations = [
+            end - start
+            for start, end in Trace.objects.filter(
+                team=explorer.world.team,
+                pipeline__isnull=True,
+                root_name=group.root_name,
+                root_service=group.service,
+                start_ns__gte=summary.since.timestamp() * 1e9,
+                end_ns__isnull=False,
+                incomplete=False,
+            ).values_list("start_ns", "end_ns")
+        ]
+        assert group.count == len(durations)
+        assert group.p50_ns == pytest.approx(percentile_cont(durations, 0.5))
+        assert group.p95_ns == pytest.approx(percentile_cont(durations, 0.95))
 
 
 @pytest.mark.parametrize(("query", "selected"), [({}, "24h"), ({"window": "6h"}, "6h"),

@@ -65,10 +65,7 @@ def rag_pipeline(world: TeamWorld) -> Pipeline:
 def store(team: Team, spans: list[ReadableSpan]) -> RawBatch:
     """As the request path stores an accepted body (span rows on PostgreSQL)."""
     body = encode(spans)
-    return accepted_batch_store(
-        team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=body,
-        decoded=decode_otlp_protobuf(body),
-    )  # fmt: skip
+    return accepted_batch_store(team=team, token=None, decoded=decode_otlp_protobuf(body))
 
 
 def store_raw(team: Team, spans: list[ReadableSpan]) -> RawBatch:

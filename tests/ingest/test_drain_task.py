@@ -4,7 +4,7 @@ import pytest
 from django.core.cache import cache
 
 from apps.ingest.decoding import decode_otlp_protobuf
-from apps.ingest.models import Encoding, RawBatch, Span
+from apps.ingest.models import RawBatch, Span
 from apps.ingest.services.batches import accepted_batch_store
 from apps.ingest.tasks import DRAIN_LEASE_KEY, drain_raw_batches
 from tests.conftest import TeamWorld
@@ -19,8 +19,6 @@ def pending(world: TeamWorld, batches: int = 2) -> None:
         accepted_batch_store(
             team=world.team,
             token=None,
-            encoding=Encoding.OTLP_PROTOBUF,
-            body=body,
             decoded=decode_otlp_protobuf(body),
         )
 

@@ -41,8 +41,6 @@ def stored(world: TeamWorld, records: list[SpanRecord]) -> RawBatch:
     return accepted_batch_store(
         team=world.team,
         token=None,
-        encoding=Encoding.OTLP_PROTOBUF,
-        body=b"",
         decoded=DecodeResult(spans=records),
     )
 
@@ -123,8 +121,6 @@ def test_rows_of_many_batches_and_teams_drain_in_one_copy(world: TeamWorld) -> N
     accepted_batch_store(
         team=world.other_team,
         token=None,
-        encoding=Encoding.OTLP_PROTOBUF,
-        body=b"",
         decoded=DecodeResult(spans=[record(1)]),
     )
 

@@ -2,7 +2,6 @@
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from django.db import connection
 from django.utils import timezone
 
@@ -12,10 +11,6 @@ from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.ingest.services.storage import storage_maintain
 from tests.conftest import TeamWorld
 from tests.ingest.sdk import MS, encode, readable
-
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="partitions exist on PostgreSQL only"
-)
 
 
 def _ns(day: datetime) -> int:
@@ -31,7 +26,6 @@ def store_span_at(world: TeamWorld, start_ns: int, span_id: int) -> None:
     raw_batches_drain()
 
 
-@postgres_only
 def test_maintenance_creates_day_partitions_and_moves_waiting_rows_into_them(
     world: TeamWorld,
 ) -> None:
@@ -52,7 +46,6 @@ def test_maintenance_creates_day_partitions_and_moves_waiting_rows_into_them(
     assert storage_maintain().created == []  # idempotent
 
 
-@postgres_only
 def test_retention_drops_expired_day_partitions_and_keeps_recent_ones(
     world: TeamWorld, settings
 ) -> None:
@@ -77,17 +70,6 @@ def test_retention_drops_expired_day_partitions_and_keeps_recent_ones(
     assert recent_day in partitions_of("ingest_span")
     assert old_day not in partitions_of("ingest_span")
     assert list(Span.objects.values_list("trace_id", flat=True)) == [(0x3).to_bytes(16, "big")]
-
-
-def test_retention_deletes_expired_rows_without_partitions(world: TeamWorld, settings) -> None:
-    if connection.vendor == "postgresql":
-        pytest.skip("covered by the partition tests")
-    settings.SPAN_RETENTION_DAYS = 7
-    today = timezone.now().date()
-    store_span_at(world, day_start_ns(today - timedelta(days=9)), 0x5)
-    store_span_at(world, day_start_ns(today - timedelta(days=1)), 0x6)
-    storage_maintain()
-    assert Span.objects.count() == 1
 
 
 def test_traces_older_than_sample_retention_are_deleted(world: TeamWorld, settings) -> None:

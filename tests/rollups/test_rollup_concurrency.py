@@ -1,8 +1,7 @@
 """Concurrent rollup runs on PostgreSQL: separate connections through threads.
 
 Runs share dirty rows through ``FOR UPDATE SKIP LOCKED``; a parent bucket marked
-while another run holds it is redone with the new children. SQLite serializes
-writing transactions (BEGIN IMMEDIATE), so there is nothing to share there.
+while another run holds it is redone with the new children.
 """
 
 import threading
@@ -28,12 +27,7 @@ from tests.rollups.rollup_data import (
     make_rollup_pipeline,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="needs row locks shared by two connections"
-    ),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 WAIT_S = 20

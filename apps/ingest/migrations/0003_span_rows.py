@@ -6,8 +6,7 @@ from django.db import migrations, models
 def body_stored_uncompressed(apps, schema_editor):
     # Bodies are protobuf or COPY rows full of random ids: PostgreSQL's compression
     # gains little on them and costs CPU on every accepted request.
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE ingest_rawbatch ALTER COLUMN body SET STORAGE EXTERNAL")
+    schema_editor.execute("ALTER TABLE ingest_rawbatch ALTER COLUMN body SET STORAGE EXTERNAL")
 
 
 class Migration(migrations.Migration):

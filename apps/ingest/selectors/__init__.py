@@ -26,7 +26,6 @@ from apps.ingest.selectors.unmatched import (
     WINDOWS,
     UnmatchedGroup,
     UnmatchedSummary,
-    percentile_cont,
     root_span_glob,
     unmatched_traffic,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "WaterfallRow",
     "ns_to_datetime",
     "ns_to_ms",
-    "percentile_cont",
     "pipeline_for_filter",
     "root_span_glob",
     "trace_analysis",

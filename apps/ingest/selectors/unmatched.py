@@ -5,12 +5,10 @@ and service over a recent window.
 """
 
 import glob
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import (
     Aggregate,
     Count,
@@ -45,17 +43,6 @@ class PercentileCont(Aggregate):
         if not 0 <= fraction <= 1:
             raise ValueError("A percentile is a fraction between 0 and 1.")
         super().__init__(expression, fraction=repr(float(fraction)))
-
-
-def percentile_cont(values: list[int], fraction: float) -> float:
-    """Linear interpolation between closest ranks, as PostgreSQL's percentile_cont."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = fraction * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def root_span_glob(name: str) -> str:
@@ -128,7 +115,6 @@ def unmatched_traffic(
     now = now or timezone.now()
     since = now - WINDOWS[window]
     traces = _unmatched(team, datetime_to_ns(since))
-    postgres = connection.vendor == "postgresql"
     grouped = (
         traces.values("root_name", "root_service")
         .annotate(
@@ -136,23 +122,12 @@ def unmatched_traffic(
             error_count=Count("id", filter=Q(error=True)),
             last_seen_ns=Max("start_ns"),
         )
+        .annotate(p50=PercentileCont(_duration(), 0.5), p95=PercentileCont(_duration(), 0.95))
         .order_by("-count", "root_name", "root_service")
     )
-    if postgres:
-        grouped = grouped.annotate(
-            p50=PercentileCont(_duration(), 0.5), p95=PercentileCont(_duration(), 0.95)
-        )
     groups = []
     for row in grouped[:limit]:
         values: dict[str, Any] = dict(row)
-        if not postgres:
-            durations = list(
-                traces.filter(root_name=values["root_name"], root_service=values["root_service"])
-                .annotate(elapsed_ns=_duration())
-                .values_list("elapsed_ns", flat=True)
-            )
-            values["p50"] = percentile_cont(durations, 0.5)
-            values["p95"] = percentile_cont(durations, 0.95)
         groups.append(
             UnmatchedGroup(
                 root_name=values["root_name"],

@@ -23,10 +23,10 @@ from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.native_json import decode_native_json
 from apps.ingest.decoding.otlp_json import decode_otlp_json
 from apps.ingest.decoding.otlp_protobuf import decode_otlp_protobuf
-from apps.ingest.decoding.records import DecodeResult, SpanRecord
+from apps.ingest.decoding.records import DecodeResult
 from apps.ingest.models import Encoding, RawBatch
 from apps.ingest.services.span_rows import span_rows
-from apps.ingest.services.span_writer import WriteResult, span_rows_store, spans_store
+from apps.ingest.services.span_writer import WriteResult, span_rows_store
 from apps.teams.models import IngestToken, Team
 
 logger = logging.getLogger(__name__)
@@ -51,9 +51,6 @@ def raw_batch_store(
         span_count=span_count,
         received_at=timezone.now(),
     )
-    if connection.vendor != "postgresql":
-        batch.save()
-        return batch
     with server_bound_cursor() as cursor:  # the body as a binary parameter, not hex text
         cursor.execute(
             "INSERT INTO ingest_rawbatch (team_id, token_id, encoding, body, span_count, "
@@ -70,17 +67,17 @@ def raw_batch_store(
 
 
 def accepted_batch_store(
-    *, team: Team, token: IngestToken | None, encoding: int, body: bytes, decoded: DecodeResult
+    *, team: Team, token: IngestToken | None, decoded: DecodeResult
 ) -> RawBatch:
     """Commit the accepted spans of a request, in the form the worker stores fastest.
 
-    On PostgreSQL that is the spans as COPY rows, written from the decoding the
-    request already did; elsewhere the body itself, decoded again by the worker.
+    That is the spans as COPY rows, written from the decoding the request already
+    did; the worker copies them in without decoding again.
     """
-    if connection.vendor == "postgresql":
-        encoding, body = Encoding.SPAN_ROWS, span_rows(team.pk, decoded.spans)
+    rows = span_rows(team.pk, decoded.spans)
+    count = len(decoded.spans)
     return raw_batch_store(
-        team=team, token=token, encoding=encoding, body=body, span_count=len(decoded.spans)
+        team=team, token=token, encoding=Encoding.SPAN_ROWS, body=rows, span_count=count
     )
 
 
@@ -106,9 +103,6 @@ class DrainResult:
 
 
 def _bodies(pks: list[int]) -> dict[int, bytes]:
-    if connection.vendor != "postgresql":
-        rows = RawBatch.objects.filter(pk__in=pks).values_list("pk", "body")
-        return {pk: bytes(body) for pk, body in rows}
     with server_bound_cursor() as cursor:  # bodies in binary, not as hex text
         cursor.execute(
             "SELECT id, body FROM ingest_rawbatch WHERE id = ANY(%s)", [pks], binary=True
@@ -118,7 +112,7 @@ def _bodies(pks: list[int]) -> dict[int, bytes]:
 
 def _decode(batch: RawBatch) -> DecodeResult:
     decoder = DECODERS.get(batch.encoding)
-    if decoder is None:  # span rows written for PostgreSQL, found on another database
+    if decoder is None:
         raise DecodeError(f"batches encoded as {batch.encoding} cannot be stored here")
     return decoder(bytes(batch.body))
 
@@ -143,8 +137,7 @@ def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
         commit_without_waiting()  # a lost commit leaves its batches pending: redone
         pass_statement_timeout()
         pending = RawBatch.objects.filter(last_error="").order_by("id")
-        if connection.features.has_select_for_update_skip_locked:
-            pending = pending.select_for_update(skip_locked=True)
+        pending = pending.select_for_update(skip_locked=True)
         batches: list[RawBatch] = []
         for batch in pending.defer("body")[:500]:
             if batches and result.spans_received + batch.span_count > max_spans:
@@ -154,7 +147,7 @@ def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
         if not batches:
             return result
         bodies = _bodies([b.pk for b in batches])
-        ready: list[tuple[RawBatch, bytes | list[SpanRecord]]] = []
+        ready: list[tuple[RawBatch, bytes]] = []
         for batch in batches:
             batch.body = bodies[batch.pk]
             if batch.encoding == Encoding.SPAN_ROWS:
@@ -168,10 +161,7 @@ def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
                 _batch_quarantine(batch, exc)
                 result.failed_batches += 1
                 continue
-            if connection.vendor == "postgresql":
-                ready.append((batch, span_rows(batch.team_id, decoded.spans)))
-            else:
-                ready.append((batch, decoded.spans))
+            ready.append((batch, span_rows(batch.team_id, decoded.spans)))
 
         def failed(item: tuple[RawBatch, object], exc: BaseException) -> None:
             _batch_quarantine(item[0], exc)
@@ -187,19 +177,9 @@ def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
 
 
 def _batches_store(
-    group: Sequence[tuple[RawBatch, bytes | list[SpanRecord]]],
-) -> tuple[Sequence[tuple[RawBatch, bytes | list[SpanRecord]]], WriteResult]:
-    rows = [payload for _, payload in group if isinstance(payload, bytes)]
-    records_by_team: dict[int, list[SpanRecord]] = {}
-    for batch, payload in group:
-        if not isinstance(payload, bytes):
-            records_by_team.setdefault(batch.team_id, []).extend(payload)
-    total = span_rows_store(rows) if rows else WriteResult()
-    for team_id, records in records_by_team.items():
-        one = spans_store(team_id=team_id, records=records)
-        total.spans_new += one.spans_new
-        total.traces_touched += one.traces_touched
-    return group, total
+    group: Sequence[tuple[RawBatch, bytes]],
+) -> tuple[Sequence[tuple[RawBatch, bytes]], WriteResult]:
+    return group, span_rows_store([payload for _, payload in group])
 
 
 def _batch_quarantine(batch: RawBatch, exc: BaseException) -> None:

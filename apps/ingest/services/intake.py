@@ -138,9 +138,7 @@ def batch_accept(
         return result
     _throttle(rate_limit_consume(token_id=token.pk, spans=len(result.spans)))
     with transaction.atomic():
-        accepted_batch_store(
-            team=token.team, token=token, encoding=encoding, body=raw, decoded=result
-        )
+        accepted_batch_store(team=token.team, token=token, decoded=result)
         # Robust: the batch is committed either way, and the periodic drain picks it up.
         transaction.on_commit(drain_schedule, robust=True)
     return result

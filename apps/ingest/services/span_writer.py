@@ -9,9 +9,7 @@ counters, without a Python pass per span. Other databases take the ORM path with
 the same outcome.
 """
 
-from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -19,14 +17,11 @@ from django.utils import timezone
 
 from apps.core.sql_arrays import array_literal
 from apps.ingest.decoding.records import SpanRecord
-from apps.ingest.models import Span, Trace, TraceState
+from apps.ingest.models import TraceState
 from apps.ingest.services.span_rows import (
     COPY_HEADER,
     COPY_TRAILER,
-    KIND_CODES,
     STAGING_COLUMNS,
-    STATUS_CODES,
-    events_json,
     span_rows,
 )
 
@@ -126,13 +121,6 @@ class WriteResult:
     traces_touched: int = 0
 
 
-def _unique(records: list[SpanRecord]) -> list[SpanRecord]:
-    seen: dict[tuple[bytes, bytes], SpanRecord] = {}
-    for record in records:
-        seen.setdefault((record.trace_id, record.span_id), record)
-    return list(seen.values())
-
-
 def span_rows_store(payloads: list[bytes]) -> WriteResult:
     """Store spans given as binary COPY rows (PostgreSQL); call inside a transaction."""
     if not any(payloads):
@@ -165,114 +153,10 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
 
 
-def _trace_pks(team_id: int, trace_ids: set[bytes], now: datetime) -> dict[bytes, int]:
-    """Ids of the team's trace rows, creating the missing ones (open, no spans yet)."""
-    existing = dict(
-        Trace.objects.filter(team_id=team_id, trace_id__in=list(trace_ids)).values_list(
-            "trace_id", "id"
-        )
-    )
-    found = {bytes(k): v for k, v in existing.items()}
-    missing = trace_ids - set(found)
-    if missing:
-        Trace.objects.bulk_create(
-            [
-                Trace(team_id=team_id, trace_id=tid, first_seen_at=now, last_span_at=now)
-                for tid in sorted(missing)  # one insertion order for every drain
-            ],
-            ignore_conflicts=True,  # a concurrent drain may create the same trace
-        )
-        created = Trace.objects.filter(team_id=team_id, trace_id__in=list(missing)).values_list(
-            "trace_id", "id"
-        )
-        found.update({bytes(k): v for k, v in created})
-    return found
-
-
-def _insert_new_spans_orm(rows: list[SpanRow]) -> list[tuple[int, bytes, bool, int]]:
-    trace_pks = {row[0] for row in rows}
-    stored = {
-        (pk, bytes(sid))
-        for pk, sid in Span.objects.filter(trace_pk__in=trace_pks).values_list(
-            "trace_pk", "span_id"
-        )
-    }
-    fresh = [row for row in rows if (row[0], row[1]) not in stored]
-    Span.objects.bulk_create(
-        [Span(**dict(zip(SPAN_COLUMNS, row, strict=True))) for row in fresh],
-        ignore_conflicts=True,
-        batch_size=500,
-    )
-    return [(int(row[0]), bytes(row[1]), row[5] is None, int(row[2])) for row in fresh]
-
-
 def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
     """Store one team's spans and bring their traces up to date; call inside a transaction.
 
     A trace that receives a span it did not have is (re)opened and its idle
     clock restarted; a duplicate span changes nothing.
     """
-    if connection.vendor == "postgresql":
-        return span_rows_store([span_rows(team_id, records)])
-    records = _unique(records)
-    if not records:
-        return WriteResult()
-    now = timezone.now()
-    pks = _trace_pks(team_id, {r.trace_id for r in records}, now)
-    rows: list[SpanRow] = [
-        (
-            pks[r.trace_id],
-            r.span_id,
-            r.start_ns,
-            team_id,
-            r.trace_id,
-            r.parent_span_id,
-            r.name,
-            r.service,
-            KIND_CODES.get(r.kind, 0),
-            r.end_ns,
-            STATUS_CODES.get(r.status, 0),
-            r.status_message,
-            r.scope_name,
-            r.attributes,
-            events_json(r),
-            now,
-        )
-        for r in records
-    ]
-    inserted = _insert_new_spans_orm(rows)
-    new_per_trace: dict[int, int] = defaultdict(int)
-    roots: dict[int, bytes] = {}
-    starts: dict[int, list[int]] = defaultdict(list)
-    for trace_pk, span_id, is_root, start_ns in inserted:
-        new_per_trace[trace_pk] += 1
-        starts[trace_pk].append(start_ns)
-        if is_root:
-            roots.setdefault(trace_pk, span_id)
-    _traces_touch(new_per_trace, roots, starts, now)
-    return WriteResult(spans_new=len(inserted), traces_touched=len(new_per_trace))
-
-
-_TOUCHED_FIELDS = [
-    "span_count", "last_span_at", "state", "root_span_id", "first_span_start_ns",
-    "last_span_start_ns",
-]  # fmt: skip
-
-
-def _traces_touch(
-    new_per_trace: dict[int, int],
-    roots: dict[int, bytes],
-    starts: dict[int, list[int]],
-    now: datetime,
-) -> None:
-    for trace in Trace.objects.filter(pk__in=list(new_per_trace)):
-        trace.span_count += new_per_trace[trace.pk]
-        trace.last_span_at = now
-        if trace.state != TraceState.QUARANTINED:
-            trace.state = TraceState.OPEN
-        if trace.root_span_id is None and trace.pk in roots:
-            trace.root_span_id = roots[trace.pk]
-        known = [v for v in (trace.first_span_start_ns, trace.last_span_start_ns) if v is not None]
-        trace.first_span_start_ns = min([*known, *starts[trace.pk]])
-        trace.last_span_start_ns = max([*known, *starts[trace.pk]])
-        trace.save(update_fields=_TOUCHED_FIELDS)
+    return span_rows_store([span_rows(team_id, records)])

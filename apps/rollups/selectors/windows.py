@@ -180,8 +180,6 @@ def _bounds_sql() -> str:
 def _as_seconds(value: datetime | str | None) -> int | None:
     if value is None:
         return None
-    if isinstance(value, str):  # SQLite hands back the stored text
-        value = datetime.fromisoformat(value)
     return to_seconds(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
@@ -272,13 +270,11 @@ def window_tiles(*, pipeline_id: int, start: int, end: int) -> tuple[Window, lis
 
 
 def bucket_start_seconds() -> Combinable | str:
-    """``bucket_start`` as epoch seconds, computed by PostgreSQL (the field elsewhere).
+    """``bucket_start`` as epoch seconds, computed by PostgreSQL.
 
     Loading thousands of timestamps costs more in Python than the rest of a series.
     """
-    if connection.vendor == "postgresql":
-        return Cast(Extract("bucket_start", "epoch", tzinfo=UTC), BigIntegerField())
-    return "bucket_start"
+    return Cast(Extract("bucket_start", "epoch", tzinfo=UTC), BigIntegerField())
 
 
 def start_seconds(value: int | datetime) -> int:

@@ -27,7 +27,6 @@ from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.core.sql_arrays import array_literal
 from apps.core.transactions import commit_without_waiting
-from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import Trace, TraceState
 from apps.ingest.stored import analysis_span
 from apps.pipelines.models import Pipeline, SpanRule, Stage
@@ -89,11 +88,6 @@ def _trace_spans(traces: list[Trace]) -> dict[int, list[Span]]:
     """The stored spans of the traces, as analysis spans, per trace row id."""
     trace_pks = [t.pk for t in traces]
     spans: dict[int, list[Span]] = defaultdict(list)
-    if connection.vendor != "postgresql":
-        rows = StoredSpan.objects.filter(trace_pk__in=trace_pks).values_list(*SPAN_FIELDS)
-        for pk, *fields in rows:
-            spans[pk].append(analysis_span(*fields))
-        return spans
     # JSON columns come back as text and are decoded with msgspec, several times
     # faster than the ORM's json.loads per value; most spans have no events. The start
     # bounds (inlined as constants) let PostgreSQL skip the day partitions that cannot
@@ -158,8 +152,7 @@ def _finalize_pass(now: datetime, limit: int, *, isolate: bool) -> FinalizeResul
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
         pass_statement_timeout()
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
-        if connection.features.has_select_for_update_skip_locked:
-            due = due.select_for_update(skip_locked=True)
+        due = due.select_for_update(skip_locked=True)
         traces = list(due[:limit])
         if not traces:
             return result

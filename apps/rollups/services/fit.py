@@ -12,7 +12,6 @@ present), computed with SQL aggregates over traces and stage samples:
 * a suggested budget per stage (see ``suggest_budgets``).
 """
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -108,12 +107,6 @@ class TraceSet:
         )
 
 
-def _nearest_rank_values(values: list[int]) -> list[float]:
-    ordered = sorted(values)
-    # Integer percents keep ceil(p x n) exact, as percentile_disc does.
-    return [float(ordered[max(1, -(-percent * len(ordered) // 100)) - 1]) for percent in PERCENTS]
-
-
 def _percentiles_sql(
     table: str, value_sql: str, where_sql: str, params: list[Any], group: str
 ) -> dict[int, list[float]]:
@@ -131,48 +124,28 @@ def _percentiles_sql(
 
 def stage_percentiles(traces: TraceSet) -> dict[int, list[float]]:
     """Nearest-rank p50/p90/p95/p99 of each stage's wall time (ns) by stage id."""
-    if connection.vendor == "postgresql":
-        return _percentiles_sql(
-            f'"{StageSample._meta.db_table}"',
-            "wall_ns",
-            "pipeline_id = %s AND start_ns >= %s AND start_ns < %s",
-            [traces.pipeline.pk, traces.start_ns, traces.end_ns],
-            "stage_id",
-        )
-    values: dict[int, list[int]] = defaultdict(list)
-    rows = StageSample.objects.filter(
-        pipeline_id=traces.pipeline.pk, start_ns__gte=traces.start_ns, start_ns__lt=traces.end_ns
-    ).values_list("stage_id", "wall_ns")
-    for stage_id, wall_ns in rows:
-        values[stage_id].append(wall_ns)
-    return {stage_id: _nearest_rank_values(v) for stage_id, v in values.items()}
+    return _percentiles_sql(
+        f'"{StageSample._meta.db_table}"',
+        "wall_ns",
+        "pipeline_id = %s AND start_ns >= %s AND start_ns < %s",
+        [traces.pipeline.pk, traces.start_ns, traces.end_ns],
+        "stage_id",
+    )
 
 
 def trace_percentiles(traces: TraceSet) -> tuple[list[float], list[float]] | None:
     """Nearest-rank p50..p99 of the end-to-end time and of the untracked critical time (ns)."""
-    if connection.vendor == "postgresql":
-        where = (
-            "team_id = %s AND pipeline_id = %s AND start_ns >= %s AND start_ns < %s "
-            "AND end_ns IS NOT NULL AND finalized_at IS NOT NULL AND NOT incomplete"
-        )
-        params = [traces.pipeline.team_id, traces.pipeline.pk, traces.start_ns, traces.end_ns]
-        table = f'"{Trace._meta.db_table}"'
-        durations = _percentiles_sql(table, "end_ns - start_ns", where, params, "pipeline_id")
-        untracked = _percentiles_sql(table, "untracked_critical_ns", where, params, "pipeline_id")
-        if traces.pipeline.pk not in durations:
-            return None
-        return durations[traces.pipeline.pk], untracked[traces.pipeline.pk]
-    rows = list(
-        traces.queryset()
-        .annotate(elapsed_ns=DURATION_NS)
-        .values_list("elapsed_ns", "untracked_critical_ns")
+    where = (
+        "team_id = %s AND pipeline_id = %s AND start_ns >= %s AND start_ns < %s "
+        "AND end_ns IS NOT NULL AND finalized_at IS NOT NULL AND NOT incomplete"
     )
-    if not rows:
+    params = [traces.pipeline.team_id, traces.pipeline.pk, traces.start_ns, traces.end_ns]
+    table = f'"{Trace._meta.db_table}"'
+    durations = _percentiles_sql(table, "end_ns - start_ns", where, params, "pipeline_id")
+    untracked = _percentiles_sql(table, "untracked_critical_ns", where, params, "pipeline_id")
+    if traces.pipeline.pk not in durations:
         return None
-    return (
-        _nearest_rank_values([elapsed for elapsed, _ in rows]),
-        _nearest_rank_values([untracked for _, untracked in rows]),
-    )
+    return durations[traces.pipeline.pk], untracked[traces.pipeline.pk]
 
 
 def _over_budget(stages: Sequence[Stage]) -> Q | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.core.isolation import (
@@ -98,8 +98,7 @@ def _resolution_pass(resolution: int, isolate: bool, *, limit: int, now: datetim
 def _claim(resolution: int, limit: int) -> list[tuple[int, int, datetime]]:
     dirty = DirtyBucket.objects.filter(resolution=resolution, quarantined_at__isnull=True)
     dirty = dirty.order_by("bucket_start", "id")
-    if connection.features.has_select_for_update_skip_locked:
-        dirty = dirty.select_for_update(skip_locked=True)
+    dirty = dirty.select_for_update(skip_locked=True)
     return list(dirty.values_list("id", "pipeline_id", "bucket_start")[:limit])
 
 

@@ -5,8 +5,7 @@ recomputed several times while its traces are analyzed, so fetching is most of a
 rollup's cost. On PostgreSQL the server packs the rows into one bytea of
 big-endian 8-byte integers (``int8send``), which numpy reads in place: about
 three times faster than fetching rows, or than ``COPY ... (FORMAT BINARY)``, which
-psycopg hands over one row at a time. Elsewhere the rows come through
-``values_list``.
+psycopg hands over one row at a time.
 """
 
 from typing import Any
@@ -21,8 +20,6 @@ def int_columns(queryset: QuerySet[Model, Any], *fields: Any) -> NDArray[np.int6
     """The ``fields`` (names or expressions with integer values, never NULL; cast
     booleans) of every row, as an array of shape (rows, len(fields))."""
     rows = queryset.values_list(*fields)
-    if connection.vendor != "postgresql":
-        return np.array(list(rows), dtype=np.int64).reshape(-1, len(fields))
     sql, params = rows.query.sql_with_params()
     names = [f"c{index}" for index in range(len(fields))]
     packed = " || ".join(f"int8send({name}::int8)" for name in names)
