@@ -8,13 +8,13 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 STAMP := $(VENV)/.installed
 
-.PHONY: help install db db-stop setup run test check lint typecheck migrations-check format bench clean
+.PHONY: help install db db-stop setup run test check lint typecheck imports migrations-check format bench clean
 
 help:
 	@echo "make run    set up and start web, worker, scheduler and demo traffic on http://$(HOST):$(PORT)"
-	@echo "make test   set up and run the whole suite (lint, types, migrations, tests)"
+	@echo "make test   set up and run the whole suite (lint, types, import layers, migrations, tests)"
 	@echo "make bench  run the benchmarks under bench/"
-	@echo "make db-stop  stop the embedded PostgreSQL server that run and test leave running"
+	@echo "make db-stop  stop the embedded PostgreSQL server that test and db leave running"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The embedded PostgreSQL server under var/postgres/, unless DATABASE_URL names a database:
-# started once, reused by every later command, stopped by `make db-stop` (or `make clean`).
+# started once, reused by every later command, stopped by `make db-stop` (or `make clean`)
+# and when `make run` ends.
 db: install
 ifeq ($(DATABASE_URL)$(DATABASE_URL_FILE),)
 	$(PY) -m apps.core.embedded_postgres start
@@ -40,12 +41,34 @@ setup: install db
 	DEBUG=true $(PY) manage.py collectstatic --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py demo_setup --site-url http://$(HOST):$(PORT)
 
-run: setup
-	@echo ""
-	@echo "  Latency Budgets is starting on http://$(HOST):$(PORT)  (Ctrl-C stops everything)"
-	@echo ""
-	PATH="$(abspath $(BIN)):$$PATH" DEBUG=true HOST=$(HOST) PORT=$(PORT) \
-		SITE_URL=http://$(HOST):$(PORT) $(BIN)/honcho start -f Procfile
+# What `make run` logs: the worker's and the scheduler's level, and that of the development
+# server's line per request. WARNING leaves out the routine lines (each task received and
+# succeeded, several a second, each POST of the demo traffic), never warnings or errors.
+WORKER_LOG_LEVEL ?= WARNING
+REQUEST_LOG_LEVEL ?= WARNING
+RUN_ENV = PATH="$(abspath $(BIN)):$$PATH" DEBUG=true HOST=$(HOST) PORT=$(PORT) \
+	SITE_URL=http://$(HOST):$(PORT) WORKER_LOG_LEVEL=$(WORKER_LOG_LEVEL) \
+	REQUEST_LOG_LEVEL=$(REQUEST_LOG_LEVEL)
+ifeq ($(DATABASE_URL)$(DATABASE_URL_FILE),)
+RUN_DB_STOP = $(PY) -m apps.core.embedded_postgres stop
+endif
+
+# Ctrl-C reaches honcho, which stops its processes and returns; then, unlike every other
+# command, `make run` stops the embedded PostgreSQL server, so that nothing is left running.
+# The shell waits for honcho rather than die with it (the INT trap), and runs the setup
+# itself, so that a Ctrl-C during it stops the server too. The banner waits in the
+# background until the web server is ready, then prints the address and the credentials
+# after the startup lines.
+run: install
+	@trap ':' INT; \
+	trap '[ -z "$$banner" ] || kill $$banner 2>/dev/null; $(RUN_DB_STOP)' EXIT; \
+	$(MAKE) --no-print-directory setup || exit; \
+	echo ""; \
+	echo "  Starting web, worker, scheduler and demo traffic: the address and the sign-in follow once they are up."; \
+	echo ""; \
+	$(RUN_ENV) $(PY) manage.py demo_banner --url http://$(HOST):$(PORT) & banner=$$!; \
+	$(RUN_ENV) $(BIN)/honcho start -f Procfile; rc=$$?; \
+	exit $$(( rc == 130 ? 0 : rc ))
 
 lint: install
 	$(BIN)/ruff check .
@@ -54,10 +77,14 @@ lint: install
 typecheck: install
 	$(BIN)/mypy budgets_site apps tests bench
 
+# The apps import one way, down the data flow (the layers in pyproject.toml).
+imports: install
+	$(BIN)/lint-imports --no-cache
+
 migrations-check: install db
 	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 
-check: lint typecheck migrations-check
+check: lint typecheck imports migrations-check
 
 # pytest exits 5 when a selection (PYTEST_ARGS="-m ...") collects nothing: not an error.
 test: db check

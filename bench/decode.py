@@ -10,7 +10,6 @@ import json
 import random
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -23,6 +22,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+from apps.core.time import NS_PER_MS, NS_PER_S, to_datetime
 from apps.ingest.decoding import (
     decode_native,
     decode_native_json,
@@ -96,10 +96,10 @@ def trace_spans(rng: random.Random, start: int) -> list[dict[str, Any]]:
         spans.append({
             "trace_id": trace_id, "span_id": ids[position],
             "parent_id": ids[0] if position else None, "name": name, "kind": kind,
-            "start": start + begin_ms * 1_000_000 + rng.randint(0, 999_999),
-            "end": start + end_ms * 1_000_000 + rng.randint(0, 999_999),
+            "start": start + begin_ms * NS_PER_MS + rng.randint(0, NS_PER_MS - 1),
+            "end": start + end_ms * NS_PER_MS + rng.randint(0, NS_PER_MS - 1),
             "attributes": attributes,
-            "events": [("first_token", start + 980_000_000)] if name.startswith("chat") else [],
+            "events": [("first_token", start + 980 * NS_PER_MS)] if name.startswith("chat") else [],
             "status": "ok" if position == 0 else "unset",
         })  # fmt: skip
     return spans
@@ -108,7 +108,7 @@ def trace_spans(rng: random.Random, start: int) -> list[dict[str, Any]]:
 def build_spans(seed: int = 7) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     base = 1_760_000_000_000_000_000
-    return [span for t in range(TRACES) for span in trace_spans(rng, base + t * 3_000_000_000)]
+    return [span for t in range(TRACES) for span in trace_spans(rng, base + t * 3 * NS_PER_S)]
 
 
 def _pb_value(value: Any) -> AnyValue:
@@ -188,8 +188,8 @@ def to_otlp_json(spans: list[dict[str, Any]]) -> bytes:
 
 
 def _rfc3339(ns: int) -> str:
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    seconds, fraction = divmod(ns, NS_PER_S)
+    moment = to_datetime(seconds).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{moment}.{fraction:09d}Z"
 
 

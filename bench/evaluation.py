@@ -37,10 +37,9 @@ import numpy as np
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, setup_test_environment
 
+from apps.core.time import NS_PER_MS, NS_PER_S, align_down, datetime_to_ns, to_datetime, to_seconds
 from bench.report import percentile, print_rows, write
 
-NS = 1_000_000_000
-MS = 1_000_000
 EPOCH = datetime(2026, 3, 2, tzinfo=UTC)
 RATE = 4.0
 WARMUP_S = 320
@@ -66,7 +65,7 @@ def _at(seconds: float) -> datetime:
 
 
 def _ns(seconds: float) -> int:
-    return int(EPOCH.timestamp()) * NS + round(seconds * NS)
+    return datetime_to_ns(EPOCH) + round(seconds * NS_PER_S)
 
 
 @dataclass
@@ -114,9 +113,9 @@ def _traffic(pipelines: list[_Pipeline], rng: np.random.Generator, until: float)
 
 
 def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial: list[int]) -> None:
+    from apps.analysis.models import StageSample
+    from apps.analysis.services.dirty_buckets import dirty_buckets_mark
     from apps.ingest.models import Trace, TraceState
-    from apps.rollups.models import StageSample
-    from apps.rollups.services.dirty import dirty_buckets_mark
 
     rows = []
     for end, index, start, _ in batch:
@@ -126,7 +125,7 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
                 team=team, trace_id=serial[0].to_bytes(16, "big"), state=TraceState.FINALIZED,
                 first_seen_at=_at(start), last_span_at=_at(end), span_count=4,
                 root_span_id=serial[0].to_bytes(8, "big"), start_ns=_ns(start), end_ns=_ns(end),
-                pipeline=pipelines[index].pipeline, untracked_critical_ns=30 * MS,
+                pipeline=pipelines[index].pipeline, untracked_critical_ns=30 * NS_PER_MS,
                 finalized_at=_at(end),
             )
         )  # fmt: skip
@@ -137,8 +136,8 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
             samples.append(
                 StageSample(
                     trace_pk=trace.pk, stage_id=stage.pk, start_ns=_ns(start),
-                    team_id=team.pk, pipeline_id=stage.pipeline_id, wall_ns=round(ms * MS),
-                    critical_ns=round(ms * MS), span_count=1,
+                    team_id=team.pk, pipeline_id=stage.pipeline_id, wall_ns=round(ms * NS_PER_MS),
+                    critical_ns=round(ms * NS_PER_MS), span_count=1,
                 )
             )  # fmt: skip
     StageSample.objects.bulk_create(samples, batch_size=2000)
@@ -175,8 +174,8 @@ def _detect(team: Any, count: int, delay_s: float, seed: int, *, prompt: bool) -
 
 def _rollup_pass(pipelines: list[_Pipeline], second: int, *, prompt: bool) -> None:
     """One run of the rollup task, then the prompt check it enqueues."""
+    from apps.rollups.services.bucket_pass import rollups_process_dirty
     from apps.rollups.services.evaluation import budgets_check_promptly
-    from apps.rollups.services.rollup import rollups_process_dirty
 
     changed: set[int] = set()
     while (result := rollups_process_dirty(now=_at(second))).buckets:
@@ -206,20 +205,20 @@ def _bucket(
 
     return RollupBucket(
         team_id=team.pk, pipeline_id=pipeline.pk, stage_id=stage_id, measure=Measure.WALL,
-        resolution=resolution, bucket_start=datetime.fromtimestamp(start, tz=UTC),
-        count=sketch.count, sum_ns=sketch.sum_ns, max_ns=round(sketch.max * MS),
+        resolution=resolution, bucket_start=to_datetime(start),
+        count=sketch.count, sum_ns=sketch.sum_ns, max_ns=round(sketch.max * NS_PER_MS),
         sketch=sketch.to_bytes(),
     )  # fmt: skip
 
 
 def _cost_setup(team: Any, rng: np.random.Generator, now: datetime) -> list[Any]:
     from apps.rollups.models import E2E_STAGE_ID, RollupBucket
-    from apps.rollups.sketch import Sketch
+    from apps.rollups.sketches.ddsketch import Sketch
     from tests.factories import make_pipeline, make_stage
 
     pipelines, rows = [], []
     # Six whole minutes of 10 s buckets and their minute buckets, ending with now's.
-    first = int(now.timestamp()) // 60 * 60 - 300
+    first = align_down(to_seconds(now), 60) - 300
     for p in range(COST_PIPELINES):
         pipeline = make_pipeline(team, f"cost-{p:02d}", budget={"p95": 8000})
         stages = [make_stage(pipeline, f"stage-{s:02d}", budget_ms=900) for s in range(COST_STAGES)]

@@ -46,6 +46,7 @@ from django.db.models import Max, Sum
 from django.test.utils import setup_test_environment
 from django.utils import timezone
 
+from apps.core.time import NS_PER_S, NS_PER_US
 from bench.cpu import CpuMeter
 from bench.decode import to_otlp_json, to_protobuf, trace_spans
 from bench.report import percentile, print_rows, write
@@ -80,7 +81,7 @@ def _batches(count: int, encode: Any, rng: random.Random) -> list[bytes]:
         spans = [
             span
             for t in range(TRACES_PER_BATCH)
-            for span in trace_spans(rng, now - 3_000_000_000 + t * 1_000)
+            for span in trace_spans(rng, now - 3 * NS_PER_S + t * NS_PER_US)
         ]
         bodies.append(encode(spans))
     return bodies
@@ -106,7 +107,7 @@ class FreshBodies:
         self.made_ns = time.time_ns()
         for _ in range(templates):
             traces = [
-                trace_spans(rng, self.made_ns - 3_000_000_000) for _ in range(TRACES_PER_BATCH)
+                trace_spans(rng, self.made_ns - 3 * NS_PER_S) for _ in range(TRACES_PER_BATCH)
             ]
             spans = [s for t in traces for s in t]
             body = encode(spans)
@@ -404,9 +405,9 @@ def _end_to_end(
 
 def _profile(token: str, rng: random.Random) -> str:
     """Where the worker's time goes: drain and finalize in process, cProfile'd."""
+    from apps.analysis.services.finalize import traces_finalize_due
     from apps.ingest.decoding import decode_otlp_protobuf
     from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
-    from apps.rollups.services.finalize import traces_finalize_due
     from apps.teams.models import Team
 
     team = Team.objects.get(slug="bench")

@@ -16,7 +16,7 @@ cached decoded sketches per process, called a cold request.
 
 import os
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from django.db.models.functions import Length
 from django.test import Client
 from django.test.utils import setup_test_environment
 
+from apps.core.time import NS_PER_DAY, NS_PER_MS, NS_PER_S, S_PER_DAY, align_down, to_datetime
 from bench.report import print_rows, print_table, summarise, write
 
 STAGES = 20
@@ -42,10 +43,10 @@ def _store_spans(team_id: int, now: int) -> int:
 
     if SPANS <= 0:
         return 0
-    today = datetime.fromtimestamp(now, tz=UTC).date()
+    today = to_datetime(now).date()
     partitions_ensure("ingest_span", first=today - timedelta(days=SPAN_DAYS), last=today)
-    first_ns = (now - SPAN_DAYS * 86400) * 1_000_000_000
-    step_ns = SPAN_DAYS * 86400 * 1_000_000_000 // SPANS
+    first_ns = (now - SPAN_DAYS * S_PER_DAY) * NS_PER_S
+    step_ns = SPAN_DAYS * NS_PER_DAY // SPANS
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -70,7 +71,7 @@ def _store_spans(team_id: int, now: int) -> int:
 
 def _populate(now: int) -> tuple[str, int]:
     from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
-    from apps.rollups.sketch import Sketch
+    from apps.rollups.sketches.ddsketch import Sketch
     from apps.teams.services import api_token_create
     from tests.factories import make_pipeline, make_stage, make_team, make_user
 
@@ -86,9 +87,9 @@ def _populate(now: int) -> tuple[str, int]:
     batch: list[RollupBucket] = []
     rows = 0
     for resolution, horizon in HORIZONS.items():
-        last = now - now % resolution
+        last = align_down(now, resolution)
         for start in range(last - horizon + resolution, last + resolution, resolution):
-            bucket_start = datetime.fromtimestamp(start, tz=UTC)
+            bucket_start = to_datetime(start)
             for stage_id, measure, median in series:
                 values = rng.lognormal(np.log(median), 0.6, int(rng.integers(50, 501)))
                 sketch = Sketch.from_values(values)
@@ -103,7 +104,7 @@ def _populate(now: int) -> tuple[str, int]:
                         count=len(values),
                         error_count=int(rng.integers(0, 3)),
                         sum_ns=sketch.sum_ns,
-                        max_ns=round(float(values.max()) * 1_000_000),
+                        max_ns=round(float(values.max()) * NS_PER_MS),
                         sketch=sketch.to_bytes(),
                     )
                 )

@@ -26,12 +26,19 @@ def summarise(samples_ms: list[float]) -> dict[str, float]:
     }
 
 
+def _server_version() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        (version,) = cursor.fetchone()
+    return str(version)
+
+
 def write(name: str, rows: dict[str, dict[str, Any]], setup: dict[str, Any]) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
     payload = {
         "benchmark": name,
-        "database": f"PostgreSQL {connection.pg_version // 10000}.{connection.pg_version % 10000}",
+        "database": f"PostgreSQL {_server_version()}",
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
         "setup": setup,

@@ -27,6 +27,7 @@ from django.db import connection
 from django.test.utils import setup_test_environment
 from django.utils import timezone
 
+from apps.core.time import NS_PER_MS, NS_PER_S, to_seconds
 from bench.report import percentile, print_rows, write
 
 TRACES_PER_S = 4000
@@ -36,8 +37,6 @@ BACKFILL_SPAN_S = 300
 STEP_S = 2
 STEPS = 15
 FINALIZE_DELAY_S = 11
-NS = 1_000_000_000
-MS = 1_000_000
 
 
 def _populate() -> tuple[Any, list[int]]:
@@ -66,11 +65,11 @@ def _write_traces(
 ) -> int:
     """Finalized traces starting at ``starts`` (ns) with their samples; marks their
     buckets dirty as finalization does. Returns the number of samples."""
+    from apps.analysis.services.dirty_buckets import dirty_buckets_mark
     from apps.ingest.models import Trace, TraceState
-    from apps.rollups.services.dirty import dirty_buckets_mark
 
     now = timezone.now()
-    e2e = (rng.lognormal(np.log(900), 0.5, len(starts)) * MS).astype(np.int64)
+    e2e = (rng.lognormal(np.log(900), 0.5, len(starts)) * NS_PER_MS).astype(np.int64)
     first_id = int(rng.integers(1 << 60))
     traces = Trace.objects.bulk_create(
         [
@@ -85,7 +84,8 @@ def _write_traces(
         ],
         batch_size=2000,
     )  # fmt: skip
-    walls = (rng.lognormal(np.log(120), 0.7, (len(traces), len(stages))) * MS).astype(np.int64)
+    shape = (len(traces), len(stages))
+    walls = (rng.lognormal(np.log(120), 0.7, shape) * NS_PER_MS).astype(np.int64)
     rows = [
         (trace.pk, stage, trace.start_ns, pipeline.team_id, pipeline.pk, int(wall),
          int(wall) // 2, 1, False)
@@ -98,7 +98,7 @@ def _write_traces(
 
 
 def _drain() -> tuple[float, int]:
-    from apps.rollups.services.rollup import rollups_process_dirty
+    from apps.rollups.services.bucket_pass import rollups_process_dirty
 
     start, buckets = time.perf_counter(), 0
     while done := rollups_process_dirty().buckets:
@@ -107,8 +107,8 @@ def _drain() -> tuple[float, int]:
 
 
 def _backfill(pipeline: Any, stages: list[int], rng: np.random.Generator) -> dict[str, Any]:
-    base = int((timezone.now() - timedelta(minutes=30)).timestamp()) * NS
-    starts = base + (rng.random(BACKFILL_TRACES) * BACKFILL_SPAN_S * NS).astype(np.int64)
+    base = to_seconds(timezone.now() - timedelta(minutes=30)) * NS_PER_S
+    starts = base + (rng.random(BACKFILL_TRACES) * BACKFILL_SPAN_S * NS_PER_S).astype(np.int64)
     samples = _write_traces(pipeline, stages, rng, starts)
     seconds, buckets = _drain()
     return {
@@ -122,13 +122,13 @@ def _backfill(pipeline: Any, stages: list[int], rng: np.random.Generator) -> dic
 
 
 def _steady(pipeline: Any, stages: list[int], rng: np.random.Generator) -> dict[str, Any]:
-    base = int((timezone.now() - timedelta(minutes=20)).timestamp()) * NS
+    base = to_seconds(timezone.now() - timedelta(minutes=20)) * NS_PER_S
     passes, written, buckets = [], 0, 0
     per_step = TRACES_PER_S * STEP_S
     for step in range(1, STEPS + 1):
-        finalized_until = base + step * STEP_S * NS
-        earliest = finalized_until - (FINALIZE_DELAY_S + STEP_S) * NS
-        starts = earliest + (rng.random(per_step) * STEP_S * NS).astype(np.int64)
+        finalized_until = base + step * STEP_S * NS_PER_S
+        earliest = finalized_until - (FINALIZE_DELAY_S + STEP_S) * NS_PER_S
+        starts = earliest + (rng.random(per_step) * STEP_S * NS_PER_S).astype(np.int64)
         written += _write_traces(pipeline, stages, rng, starts)
         seconds, done = _drain()
         passes.append(seconds)

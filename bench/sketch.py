@@ -20,8 +20,8 @@ from ddsketch import DDSketch
 from ddsketch.pb import ddsketch_pb2
 from ddsketch.pb.proto import DDSketchProto
 
-from apps.rollups.sketch import Rule, Sketch
-from apps.rollups.sketch_batch import merged_from_bytes
+from apps.rollups.sketches.ddsketch import Rule, Sketch
+from apps.rollups.sketches.merge_batch import merged_from_bytes
 from bench.report import percentile, print_rows, write
 
 QS = (0.5, 0.9, 0.95, 0.99)

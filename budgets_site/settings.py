@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.teams",
     "apps.pipelines",
     "apps.ingest",
+    "apps.analysis",
     "apps.rollups",
     "apps.dashboards",
 ]
@@ -218,7 +219,8 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery: Redis in production, kombu's filesystem transport by default -------
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# The host named, though the transport needs none: kombu warns in every process otherwise.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
@@ -253,10 +255,10 @@ CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("ingest", 
 CELERY_TASK_DEFAULT_QUEUE = "rollup"
 CELERY_TASK_ROUTES = {
     "apps.ingest.*": {"queue": "ingest"},
-    # Turning spans into analyzed traces is ingestion. A busy run each second would
-    # otherwise sit in front of the rollup passes in their queue until they expired; in
-    # a queue of its own, the worker takes from both in turn.
-    "apps.rollups.tasks.finalize_quiet_traces": {"queue": "ingest"},
+    # Turning spans into analyzed traces shares ingestion's queue. A busy run each second
+    # would otherwise sit in front of the rollup passes in their queue until they
+    # expired; in a queue of its own, the worker takes from both in turn.
+    "apps.analysis.*": {"queue": "ingest"},
     "apps.rollups.*": {"queue": "rollup"},
     "apps.alerts.*": {"queue": "alerts"},
     "apps.core.*": {"queue": "rollup"},
@@ -265,7 +267,7 @@ CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "apps.core.tasks.record_heartbeat", "schedule": 30.0},
     # Safety net: requests schedule draining themselves; this catches anything missed.
     "ingest-drain": {"task": "apps.ingest.tasks.drain_raw_batches", "schedule": 5.0},
-    "traces-finalize": {"task": "apps.rollups.tasks.finalize_quiet_traces", "schedule": 1.0},
+    "traces-finalize": {"task": "apps.analysis.tasks.finalize_quiet_traces", "schedule": 1.0},
     "storage-maintain": {"task": "apps.ingest.tasks.maintain_storage", "schedule": 3600.0},
     # Safety net: finalize passes that wrote samples enqueue a rollup pass themselves.
     "rollups-process": {"task": "apps.rollups.tasks.process_dirty_rollups", "schedule": 2.0},
@@ -331,5 +333,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # The development server's line per request: 2xx and 3xx are INFO, 4xx WARNING and
+        # 5xx ERROR, so WARNING keeps a busy demo readable without hiding failures.
+        "django.server": {"level": env.str("REQUEST_LOG_LEVEL", default="INFO")},
+    },
 }

@@ -18,8 +18,8 @@ urlpatterns = [
     path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
-    path("api/v1/", include("apps.ingest.api_urls")),
     path("api/v1/", include("apps.rollups.api_urls")),
+    path("api/v1/", include("apps.dashboards.api_urls")),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(permission_classes=[AllowAny]),

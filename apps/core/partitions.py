@@ -3,20 +3,42 @@
 A table partitioned by a bigint nanosecond column gets one partition per UTC day
 (``<table>_pYYYYMMDD``) and a default partition for anything outside them, so no
 row is ever refused. Retention drops whole day partitions instead of deleting
-rows.
+rows. Each app registers its partitioned tables with the setting that holds their
+retention (``partitioned_table_register`` in its ``ready``); the storage task keeps
+all of them without knowing whose they are.
 """
 
 import re
 from datetime import UTC, date, datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 
-NS_PER_DAY = 86_400 * 1_000_000_000
+from apps.core.time import day_start_ns
+
 PARTITION_SUFFIX = re.compile(r"_p(\d{8})$")
+# Partitions are prepared this many days ahead, so a clock a little fast finds its day.
+DAYS_AHEAD = 2
+
+# table -> name of the setting with its retention in days
+PARTITIONED_TABLES: dict[str, str] = {}
 
 
-def day_start_ns(day: date) -> int:
-    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()) * 1_000_000_000
+def partitioned_table_register(table: str, retention_setting: str) -> None:
+    PARTITIONED_TABLES[table] = retention_setting
+
+
+def partitions_maintain(today: date) -> tuple[list[str], list[str]]:
+    """Create the coming days' partitions of every registered table and drop expired ones."""
+    created: list[str] = []
+    dropped: list[str] = []
+    for table, setting in sorted(PARTITIONED_TABLES.items()):
+        cutoff = today - timedelta(days=getattr(settings, setting))
+        created += partitions_ensure(
+            table, first=today - timedelta(days=1), last=today + timedelta(days=DAYS_AHEAD)
+        )
+        dropped += partitions_drop_before(table, cutoff=cutoff)
+    return created, dropped
 
 
 def create_partitioned_table_sql(table: str, columns_sql: str, key: str) -> list[str]:

@@ -3,11 +3,10 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.core.htmx import HtmxHttpRequest
-from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
+from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.pipelines.config_as_code import (
     ConfigApplyError,
     ConfigInvalid,
@@ -19,6 +18,7 @@ from apps.pipelines.config_as_code import (
 )
 from apps.pipelines.config_forms import ConfigApplyForm, ConfigUploadForm, preview_token
 from apps.teams.access import membership_for_user, membership_for_writer
+from apps.teams.current_team import current_team_remember
 from apps.teams.models import Membership
 
 TEMPLATE = "pipelines/config.html"
@@ -52,8 +52,9 @@ def _render(
         "notice": notice,
         "apply_errors": errors or [],
     }
-    template = f"{TEMPLATE}#upload" if request.htmx and request.method == "POST" else TEMPLATE
-    return render(request, template, context, status=status)
+    # Only a posted upload is answered in place; the page itself is never a fragment.
+    partial = "upload" if request.method == "POST" else None
+    return render_page(request, TEMPLATE, context, partial=partial, status=status)
 
 
 def _preview(
@@ -71,7 +72,7 @@ def config_page(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     """Show the team's configuration; a POST previews an uploaded file's changes."""
     if request.method != "POST":
         membership = membership_for_user(user=request.user, team_slug=team_slug)
-        request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+        current_team_remember(request, membership.team)
         return _render(request, membership)
     membership = membership_for_writer(user=request.user, team_slug=team_slug)
     form = ConfigUploadForm(request.POST, request.FILES)

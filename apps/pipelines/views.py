@@ -6,12 +6,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
-from apps.core.htmx import HtmxHttpRequest
-from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
+from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.pipelines.access import pipeline_for_user, span_rule_for_stage, stage_for_pipeline
 from apps.pipelines.forms import (
     MoveForm,
@@ -42,16 +40,19 @@ from apps.pipelines.services import (
     stage_update,
 )
 from apps.teams.access import membership_for_user, membership_for_writer
+from apps.teams.current_team import current_team_remember
 from apps.teams.models import Membership
 
 DETAIL = "pipelines/detail.html"
+# Without htmx, an editor form is shown alone on this page.
+EDITOR_FORM = "pipelines/editor_form.html"
 EDITOR_ID = "#stage-editor"
 
 
 @login_required
 def pipeline_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
-    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    current_team_remember(request, membership.team)
     context = {
         "team": membership.team,
         "can_write": membership.can_write,
@@ -176,10 +177,7 @@ def pipeline_detail(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
     context = _editor_context(membership, pipeline)
-    response = render(request, f"{DETAIL}#editor" if request.htmx else DETAIL, context)
-    # One URL serves the page and its editor fragment: caches must keep them apart.
-    patch_vary_headers(response, ("HX-Request",))
-    return response
+    return render_page(request, DETAIL, context, partial="editor")
 
 
 def _editor_changed(
@@ -190,7 +188,8 @@ def _editor_changed(
         return redirect(
             "pipelines:detail", team_slug=pipeline.team.slug, pipeline_slug=pipeline.slug
         )
-    response = render(request, f"{DETAIL}#editor", _editor_context(membership, pipeline))
+    context = _editor_context(membership, pipeline)
+    response = render_page(request, DETAIL, context, partial="editor")
     # Inline forms target themselves (so errors land in place); a success replaces the editor.
     return reswap(retarget(response, EDITOR_ID), "outerHTML")
 
@@ -200,10 +199,7 @@ def _editor_form(
 ) -> HttpResponse:
     context |= {"team": membership.team, "can_write": True}
     status = 422 if context["form"].errors else 200
-    if request.htmx:
-        return render(request, f"{DETAIL}#{partial}", context, status=status)
-    context["partial"] = f"{DETAIL}#{partial}"
-    return render(request, "pipelines/editor_form.html", context, status=status)
+    return render_page(request, DETAIL, context, partial=partial, page=EDITOR_FORM, status=status)
 
 
 @login_required

@@ -5,20 +5,15 @@ from celery import shared_task
 from django.core.cache import cache
 from django.db import transaction
 
-from apps.rollups.services.budget_window import BUCKET_S, EVALUATION_INTERVAL_S
+from apps.rollups.selectors.budget_window import BUCKET_S, EVALUATION_INTERVAL_S
+from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.services.evaluation import budgets_check_promptly, budgets_evaluate
-from apps.rollups.services.finalize import traces_finalize_due
-from apps.rollups.services.rollup import rollups_process_dirty
-from apps.rollups.services.rollup_retention import rollups_expire
+from apps.rollups.services.retention import rollups_expire
 
-# Scheduled every second; a busy run keeps going until the next beat, no longer: the
-# rollup passes its commits enqueue expire within two seconds, and a run holding its
-# pool process for longer would leave the rollups of a busy pipeline stale.
-FINALIZE_TIME_BUDGET_S = 1.0
 ROLLUP_SCHEDULED_KEY = "rollups:pass-scheduled:{second}"
 
 
-def rollup_pass_schedule() -> None:
+def rollup_pass_schedule(**_signal: object) -> None:
     """Enqueue a rollup pass unless one was enqueued in this second: coalesces requests.
 
     The claim is named after the second, not held for a second from the last one: a
@@ -27,19 +22,6 @@ def rollup_pass_schedule() -> None:
     """
     if cache.add(ROLLUP_SCHEDULED_KEY.format(second=int(time.time())), 1, timeout=2):
         process_dirty_rollups.delay()
-
-
-@shared_task(name="apps.rollups.tasks.finalize_quiet_traces", ignore_result=True, expires=5)
-def finalize_quiet_traces() -> None:
-    deadline = time.monotonic() + FINALIZE_TIME_BUDGET_S
-    while time.monotonic() < deadline:
-        result = traces_finalize_due()
-        if result.samples:
-            # Fresh samples reach the 10 s rollups, and the budgets, without waiting
-            # for the rollup beat.
-            transaction.on_commit(rollup_pass_schedule)
-        if not result.traces:
-            return
 
 
 # Enqueued after a finalize pass that wrote samples (at most once a second), and

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.teams import apis
+from apps.teams.apis import teams as apis
 
 urlpatterns = [
     path("teams/", apis.TeamListApi.as_view(), name="api-teams"),

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -10,9 +12,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from apps.core.htmx import HtmxHttpRequest
-from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
+from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_owner, membership_for_user, membership_for_writer
+from apps.teams.current_team import current_team_forget, current_team_remember
 from apps.teams.forms import (
     ApiTokenCreateForm,
     IngestTokenCreateForm,
@@ -39,6 +41,10 @@ from apps.teams.services import (
     team_create,
     user_create,
 )
+
+MEMBERS = "teams/members.html"
+API_TOKENS = "teams/api_tokens.html"
+INGEST_TOKENS = "teams/ingest_tokens.html"
 
 
 def _messages_of(error: ValidationError) -> str:
@@ -78,7 +84,7 @@ def team_create_view(request: HtmxHttpRequest) -> HttpResponse:
         except ValidationError as exc:
             add_service_error(form, exc)
         else:
-            request.session[CURRENT_TEAM_SESSION_KEY] = team.slug
+            current_team_remember(request, team)
             messages.success(request, f"Team “{team.name}” created. You are its owner.")
             return redirect("pipelines:list", team_slug=team.slug)
     return render(request, "teams/create.html", {"form": form})
@@ -88,19 +94,14 @@ def team_create_view(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def switch(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
-    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    current_team_remember(request, membership.team)
     return redirect("pipelines:list", team_slug=membership.team.slug)
 
 
-def _render_members(
-    request: HtmxHttpRequest,
-    me: Membership,
-    *,
-    add_form: MemberAddForm | None = None,
-    member_error: str = "",
-    partial: bool = False,
-) -> HttpResponse:
-    context = {
+def _members_context(
+    me: Membership, *, add_form: MemberAddForm | None = None, member_error: str = ""
+) -> dict[str, Any]:
+    return {
         "team": me.team,
         "me": me,
         "memberships": memberships_for_team(team=me.team),
@@ -108,15 +109,14 @@ def _render_members(
         "add_form": (add_form or MemberAddForm()) if me.is_owner else None,
         "member_error": member_error,
     }
-    template = "teams/members.html#member-table" if partial else "teams/members.html"
-    return render(request, template, context)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def members(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     if request.method != "POST":
-        return _render_members(request, membership_for_user(user=request.user, team_slug=team_slug))
+        me = membership_for_user(user=request.user, team_slug=team_slug)
+        return render(request, MEMBERS, _members_context(me))
     me = membership_for_owner(user=request.user, team_slug=team_slug)
     form = MemberAddForm(request.POST)
     if form.is_valid():
@@ -131,7 +131,7 @@ def members(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Added {added.user} as {added.get_role_display()}.")
             return redirect("teams:members", team_slug=me.team.slug)
-    return _render_members(request, me, add_form=form)
+    return render(request, MEMBERS, _members_context(me, add_form=form))
 
 
 def _after_member_action(
@@ -141,7 +141,8 @@ def _after_member_action(
     if request.htmx:
         # The actor may have changed their own role; render what they may now do.
         me.refresh_from_db()
-        return _render_members(request, me, member_error=error, partial=True)
+        context = _members_context(me, member_error=error)
+        return render_page(request, MEMBERS, context, partial="member-table")
     if error:
         messages.error(request, error)
     else:
@@ -185,8 +186,7 @@ def member_remove(request: HtmxHttpRequest, team_slug: str, membership_id: int) 
 
 
 def _left_team(request: HtmxHttpRequest, me: Membership) -> HttpResponse:
-    if request.session.get(CURRENT_TEAM_SESSION_KEY) == me.team.slug:
-        del request.session[CURRENT_TEAM_SESSION_KEY]
+    current_team_forget(request, me.team)
     messages.success(request, f"You left {me.team}.")
     if request.htmx:
         return HttpResponseClientRedirect(reverse("home"))
@@ -205,22 +205,19 @@ def leave(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return _left_team(request, me)
 
 
-def _render_tokens(
+def _tokens_context(
     request: HtmxHttpRequest,
     *,
     form: ApiTokenCreateForm,
     new_token: str = "",
     new_token_name: str = "",
-    partial: bool = False,
-) -> HttpResponse:
-    context = {
+) -> dict[str, Any]:
+    return {
         "form": form,
         "tokens": api_tokens_for_user(user=request.user),
         "new_token": new_token,
         "new_token_name": new_token_name,
     }
-    template = "teams/api_tokens.html#token-table" if partial else "teams/api_tokens.html"
-    return render(request, template, context)
 
 
 @never_cache  # the page may carry a freshly created token
@@ -235,10 +232,11 @@ def api_tokens(request: HtmxHttpRequest) -> HttpResponse:
             add_service_error(form, exc)
         else:
             # Rendered, not redirected: the plain token must never be stored, even in the session.
-            return _render_tokens(
+            context = _tokens_context(
                 request, form=ApiTokenCreateForm(), new_token=raw, new_token_name=token.name
             )
-    return _render_tokens(request, form=form)
+            return render(request, API_TOKENS, context)
+    return render(request, API_TOKENS, _tokens_context(request, form=form))
 
 
 @login_required
@@ -247,21 +245,20 @@ def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpRespon
     token = get_object_or_404(api_tokens_for_user(user=request.user), pk=token_id)
     api_token_revoke(token=token)
     if request.htmx:
-        return _render_tokens(request, form=ApiTokenCreateForm(), partial=True)
+        context = _tokens_context(request, form=ApiTokenCreateForm())
+        return render_page(request, API_TOKENS, context, partial="token-table")
     messages.success(request, f"Revoked “{token.name}”. Clients using it now get 401.")
     return redirect("teams:api_tokens")
 
 
-def _render_ingest_tokens(
-    request: HtmxHttpRequest,
+def _ingest_tokens_context(
     me: Membership,
     *,
     form: IngestTokenCreateForm | None = None,
     new_token: str = "",
     new_token_name: str = "",
-    partial: bool = False,
-) -> HttpResponse:
-    context = {
+) -> dict[str, Any]:
+    return {
         "team": me.team,
         "me": me,
         "tokens": ingest_tokens_for_team(team=me.team),
@@ -270,10 +267,6 @@ def _render_ingest_tokens(
         "new_token_name": new_token_name,
         "site_url": settings.SITE_URL,
     }
-    template = (
-        "teams/ingest_tokens.html#ingest-token-table" if partial else "teams/ingest_tokens.html"
-    )
-    return render(request, template, context)
 
 
 @never_cache  # the page may carry a freshly created token
@@ -282,7 +275,7 @@ def _render_ingest_tokens(
 def ingest_tokens(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     if request.method != "POST":
         me = membership_for_user(user=request.user, team_slug=team_slug)
-        return _render_ingest_tokens(request, me)
+        return render(request, INGEST_TOKENS, _ingest_tokens_context(me))
     me = membership_for_writer(user=request.user, team_slug=team_slug)
     form = IngestTokenCreateForm(request.POST)
     if form.is_valid():
@@ -294,8 +287,9 @@ def ingest_tokens(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             add_service_error(form, exc)
         else:
             # Rendered, not redirected: the plain token must never be stored, even in the session.
-            return _render_ingest_tokens(request, me, new_token=raw, new_token_name=token.name)
-    return _render_ingest_tokens(request, me, form=form)
+            context = _ingest_tokens_context(me, new_token=raw, new_token_name=token.name)
+            return render(request, INGEST_TOKENS, context)
+    return render(request, INGEST_TOKENS, _ingest_tokens_context(me, form=form))
 
 
 @login_required
@@ -307,6 +301,7 @@ def ingest_token_revoke_view(
     token = get_object_or_404(ingest_tokens_for_team(team=me.team), pk=token_id)
     ingest_token_revoke(token=token)
     if request.htmx:
-        return _render_ingest_tokens(request, me, partial=True)
+        context = _ingest_tokens_context(me)
+        return render_page(request, INGEST_TOKENS, context, partial="ingest-token-table")
     messages.success(request, f"Revoked “{token.name}”. Senders using it now get 401.")
     return redirect("teams:ingest_tokens", team_slug=me.team.slug)

@@ -11,11 +11,12 @@ from rest_framework.test import APIClient
 from apps.pipelines.models import Stage
 from apps.rollups.models import Measure, RollupBucket
 from apps.rollups.selectors import pipeline_percentiles
-from apps.rollups.sketch import Sketch
+from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import ApiWorld, error_of, session_client, token_client
 from tests.factories import make_stage
-from tests.rollups.bucket_rows import MS, HandTrace, nearest_rank, store_rollups
+from tests.rollups.bucket_rows import HandTrace, nearest_rank, store_rollups
+from tests.timing import MS
 
 URL = "/api/v1/pipelines/rag-chat/percentiles"
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}

@@ -14,14 +14,16 @@ from rest_framework.test import APIClient
 
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.series import pipeline_series, point_count, series_step
-from apps.rollups.sketch import Sketch
+from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import ApiWorld, error_of, session_client, token_client
 from tests.api.test_percentiles import epoch, hand_traces
-from tests.rollups.bucket_rows import MS, HandTrace, store_rollups
+from tests.rollups.bucket_rows import HandTrace, store_rollups
+from tests.timing import DAY_S as DAY
+from tests.timing import HOUR_S as HOUR
+from tests.timing import MS
 
 URL = "/api/v1/pipelines/rag-chat/series"
-HOUR, DAY = 3600, 86400
 # Every resolution kept for the six hours of traffic.
 START = epoch("2025-01-15T06:00:00Z")
 END = START + 6 * HOUR

@@ -12,16 +12,9 @@ from apps.ingest.models import Trace, TraceState
 from apps.teams.services import ingest_token_create
 from tests.api.conftest import error_of, session_client, token_client
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import (
-    AUTH,
-    LLM,
-    RETR_B,
-    ROOT,
-    Explorer,
-    build_explorer,
-    hex_of,
-)
-from tests.ingest.sdk import MS
+from tests.dashboards.builders import Explorer, build_explorer, hex_of
+from tests.timing import MS
+from tests.traces import AUTH, LLM, RETR_B, ROOT
 
 LIST = "/api/v1/traces/"
 UNMATCHED = "/api/v1/traces/unmatched/"
@@ -248,7 +241,7 @@ def test_a_settled_trace_reads_as_settled_until_it_has_been_idle_long_enough(
 def test_a_big_trace_lists_the_first_spans_and_says_so(
     explorer: Explorer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("apps.ingest.trace_apis.views.MAX_WATERFALL_SPANS", 3)
+    monkeypatch.setattr("apps.dashboards.apis.traces.MAX_WATERFALL_SPANS", 3)
     body = token_client(explorer.world.owner).get(detail(explorer.ok)).json()
     assert (len(body["spans"]), body["spans_stored"], body["spans_truncated"]) == (3, 5, True)
     assert len(body["critical_path"]) == 5

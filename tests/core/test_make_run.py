@@ -3,6 +3,7 @@ filesystem broker."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +19,12 @@ from apps.core import embedded_postgres
 from tests.processes import ROOT, wait_for
 
 EMBEDDED_UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "EMAIL_URL", "SECRET_KEY")
+# The defaults of `make run` are what is tested: a newcomer's quiet log.
+LOG_LEVELS_UNSET = ("LOG_LEVEL", "WORKER_LOG_LEVEL", "REQUEST_LOG_LEVEL")
+# Celery's line for each task received and succeeded, and beat's for each one it sends.
+ROUTINE_TASK_LINE = re.compile(
+    r"Task apps\.\S+\[[0-9a-f-]+\] (received|succeeded)|Scheduler: Sending due task"
+)
 
 
 def _free_port() -> int:
@@ -41,7 +48,7 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
     tmp_path: Path, server_var_dir: Path
 ) -> None:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET}
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET + LOG_LEVELS_UNSET}
     env.update(VAR_DIR=str(server_var_dir), PORT=str(port), DJANGO_SETTINGS_MODULE="")
     env.pop("DJANGO_SETTINGS_MODULE")
     log_path = tmp_path / "make-run.log"
@@ -86,21 +93,48 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
             )
 
         assert wait_for(demo_trace_analyzed, timeout=120, interval=1), log_path.read_text()[-4000:]
+        # Once everything is up, a banner with the address and the demo credentials.
+        banner = "Latency Budgets is running."
+        assert wait_for(lambda: banner in log_path.read_text(), timeout=30), log_path.read_text()
         output = log_path.read_text()
-        assert "demo-budgets" in output  # the demo credentials are printed
-        assert f"http://127.0.0.1:{port}" in output
+        assert f"Open      {base}/" in output
+        assert 'Sign in   user "demo", password "demo-budgets" (team "demo"' in output
+        assert "Ctrl-C stops everything, the embedded PostgreSQL server too" in output
+        # Quiet by default: no line per routine task or per accepted request.
+        assert not ROUTINE_TASK_LINE.search(output), ROUTINE_TASK_LINE.search(output)
+        assert '"POST /v1/traces HTTP/1.1" 200' not in output
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        # The database outlives Ctrl-C, for the next `make run`, until it is stopped.
-        running = embedded_postgres.is_running(var_dir=server.var_dir)
-        stop = [sys.executable, "-m", "apps.core.embedded_postgres", "stop"]
-        subprocess.run(stop, cwd=ROOT, env=env, check=True, capture_output=True)
+            stop = [sys.executable, "-m", "apps.core.embedded_postgres", "stop"]
+            subprocess.run(stop, cwd=ROOT, env=env, check=True, capture_output=True)
+        left_behind = _processes_with(f"VAR_DIR={server_var_dir}".encode())
     # Ctrl-C stops the app: nothing is left listening on the port.
     assert _get(f"{base}/healthz")[0] == 0
-    assert running
+    # ... and the embedded server with it: no process, no pid file, no socket.
+    assert "PostgreSQL stopped" in log_path.read_text()[-2000:]
     assert not embedded_postgres.is_running(var_dir=server.var_dir)
+    assert not (server.data / "postmaster.pid").exists()
+    assert not (server.socket_dir / f".s.PGSQL.{embedded_postgres.PORT}").exists()
+    assert not _processes_with(str(server.data).encode(), source="cmdline")
+    # Every process `make run` started had our VAR_DIR in its environment: none is left.
+    assert not left_behind, left_behind
+
+
+def _processes_with(needle: bytes, *, source: str = "environ") -> list[str]:
+    """The command lines of the processes whose environment (or command line) holds
+    ``needle``; zombies, which have neither any more, are not counted."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / source).read_bytes():
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found

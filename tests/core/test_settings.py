@@ -92,7 +92,7 @@ def test_embedded_defaults_are_a_private_postgres_and_a_broker_without_server(
     lines = result.stdout.split()
     assert lines[0] == "django.db.backends.postgresql"
     assert lines[1] == str(embedded_postgres.server_at(var_dir=tmp_path).socket_dir)
-    assert lines[2] == "filesystem://"
+    assert lines[2] == "filesystem://localhost/"
     assert lines[3].endswith("LocMemCache")
     assert lines[4] == "django.core.mail.backends.console.EmailBackend"
     # The settings name the embedded server; only `make db` starts one.

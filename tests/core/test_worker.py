@@ -66,7 +66,7 @@ def test_a_worker_keeps_its_database_connection_and_replaces_a_broken_one(
         ("apps.ingest.tasks.drain_raw_batches", "ingest"),
         # Analysis shares the ingest queue: in the rollup queue, a busy finalize run each
         # second would hold the rollup passes behind it until they expired.
-        ("apps.rollups.tasks.finalize_quiet_traces", "ingest"),
+        ("apps.analysis.tasks.finalize_quiet_traces", "ingest"),
         ("apps.rollups.tasks.process_dirty_rollups", "rollup"),
         ("apps.rollups.tasks.evaluate_budgets", "rollup"),
         ("apps.core.tasks.record_heartbeat", "rollup"),

@@ -5,48 +5,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
-from apps.rollups.services.finalize import traces_finalize_due
 from apps.teams.models import Team
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.sdk import MS, encode, readable
-
-HOUR_NS = 3600 * 1000 * MS
-ROOT, AUTH, RETR_A, RETR_B, LLM = 0x10, 0x20, 0x30, 0x31, 0x40
+from tests.timing import HOUR, MS
+from tests.traces import ROOT, HandSpan, encode, rag_spans, span
 
 
 def now_ns() -> int:
     return time.time_ns() // MS * MS
-
-
-def resource(service: str) -> Resource:
-    return Resource({"service.name": service})
-
-
-def rag_spans(trace_id: int, t0: int, *, llm_error: bool = False) -> list[ReadableSpan]:
-    """Root 0-1000 ms: auth 0-50, parallel retrievals 50-200 and 50-300, an LLM call
-    300-950 whose first token comes at 500 ms."""
-    status = Status(StatusCode.ERROR, "upstream timeout") if llm_error else None
-    return [
-        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=t0, end=t0 + 1000 * MS,
-                 trace_id=trace_id),
-        readable("auth.check", AUTH, ROOT, start=t0, end=t0 + 50 * MS, trace_id=trace_id),
-        readable("vector.search a", RETR_A, ROOT, start=t0 + 50 * MS, end=t0 + 200 * MS,
-                 trace_id=trace_id),
-        readable("vector.search b", RETR_B, ROOT, start=t0 + 50 * MS, end=t0 + 300 * MS,
-                 trace_id=trace_id),
-        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=t0 + 300 * MS,
-                 end=t0 + 950 * MS, attributes={"gen_ai.operation.name": "chat"},
-                 events=(Event("first_token", timestamp=t0 + 500 * MS),), trace_id=trace_id,
-                 status=status),
-    ]  # fmt: skip
 
 
 def single_span(
@@ -57,22 +29,25 @@ def single_span(
     service: str = "chat-api",
     duration_ms: int = 10,
     error: bool = False,
-) -> list[ReadableSpan]:
+) -> list[HandSpan]:
+    """A trace of one server span, on a resource that names its service and no more."""
     return [
-        readable(
-            name,
+        span(
             ROOT,
-            kind=SpanKind.SERVER,
-            start=t0,
-            end=t0 + duration_ms * MS,
+            None,
+            t0,
+            t0 + duration_ms * MS,
+            name=name,
+            kind="server",
+            service=service,
+            resource={},
+            status="error" if error else "unset",
             trace_id=trace_id,
-            resource=resource(service),
-            status=Status(StatusCode.ERROR) if error else None,
         )
     ]
 
 
-def ingest(team: Team, *traces: list[ReadableSpan]) -> None:
+def ingest(team: Team, *traces: list[HandSpan]) -> None:
     for spans in traces:
         raw_batch_store(
             team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
@@ -140,16 +115,16 @@ def build_explorer(world: TeamWorld) -> Explorer:
     now = now_ns()
     ingest(
         world.team,
-        rag_spans(OK, now - HOUR_NS),
-        rag_spans(ERRORED, now - 2 * HOUR_NS, llm_error=True),
-        single_span(HEALTH, now - HOUR_NS // 2, name="GET /health", duration_ms=10),
-        single_span(HEALTH_OLD, now - 3 * HOUR_NS, name="GET /health", duration_ms=30),
-        single_span(BATCH, now - 4 * HOUR_NS, name="POST /batch", service="batch-worker",
+        rag_spans(OK, now - HOUR),
+        rag_spans(ERRORED, now - 2 * HOUR, llm_error=True),
+        single_span(HEALTH, now - HOUR // 2, name="GET /health", duration_ms=10),
+        single_span(HEALTH_OLD, now - 3 * HOUR, name="GET /health", duration_ms=30),
+        single_span(BATCH, now - 4 * HOUR, name="POST /batch", service="batch-worker",
                     duration_ms=500, error=True),
-        rag_spans(ORPHANS, now - 5 * HOUR_NS)[1:],
-        single_span(STALE, now - 30 * HOUR_NS, name="GET /health", duration_ms=20),
+        rag_spans(ORPHANS, now - 5 * HOUR)[1:],
+        single_span(STALE, now - 30 * HOUR, name="GET /health", duration_ms=20),
     )  # fmt: skip
-    ingest(world.other_team, single_span(THEIRS, now - HOUR_NS, name="GET /globex"))
+    ingest(world.other_team, single_span(THEIRS, now - HOUR, name="GET /globex"))
 
     def get(team: Team, trace_id: int) -> Trace:
         return Trace.objects.select_related("pipeline").get(

@@ -7,12 +7,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from apps.analysis.selectors import trace_analysis
 from apps.ingest.models import Span, Trace
-from apps.ingest.selectors import trace_analysis
 from apps.pipelines.services import stage_delete
 from tests.conftest import client_for
-from tests.dashboards.builders import AUTH, LLM, RETR_A, RETR_B, ROOT, Explorer, hex_of
-from tests.ingest.sdk import MS
+from tests.dashboards.builders import Explorer, hex_of
+from tests.timing import MS
+from tests.traces import AUTH, LLM, RETR_A, RETR_B, ROOT
 
 MEMBERS = ["owner", "editor", "viewer"]
 
@@ -200,8 +201,8 @@ def _stored_now(world: Any, trace_id: int) -> None:
     """A RAG trace ending now, stored but not yet analyzed."""
     from apps.ingest.models import Encoding
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-    from tests.dashboards.builders import now_ns, rag_spans
-    from tests.ingest.sdk import encode
+    from tests.dashboards.builders import now_ns
+    from tests.traces import encode, rag_spans
 
     spans = rag_spans(trace_id, now_ns())
     raw_batch_store(
@@ -226,8 +227,8 @@ def test_a_settled_trace_is_listed_and_says_it_may_still_change(world: Any) -> N
     from django.conf import settings
     from django.utils import timezone
 
+    from apps.analysis.services.finalize import traces_finalize_due
     from apps.ingest.models import TraceState
-    from apps.rollups.services.finalize import traces_finalize_due
 
     _stored_now(world, 0xF2)
     settled = timezone.now() + timedelta(seconds=settings.TRACE_SETTLE_SECONDS + 0.5)
@@ -242,11 +243,14 @@ def test_a_settled_trace_is_listed_and_says_it_may_still_change(world: Any) -> N
 
 def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:
     from tests.dashboards.builders import ingest, now_ns
-    from tests.ingest.sdk import readable
+    from tests.traces import span
 
-    span = readable("GET /x", ROOT, trace_id=0xF2, start=now_ns(), end=now_ns() + MS,
-                    attributes={"items": "not a method", "http.route": "/x"})  # fmt: skip
-    ingest(world.team, [span])
+    start = now_ns()
+    attributes = {"items": "not a method", "http.route": "/x"}
+    ingest(
+        world.team,
+        [span(ROOT, None, start, start + MS, name="GET /x", attributes=attributes, trace_id=0xF2)],
+    )
     html = client_for(world.owner).get(detail_url(hex_of(0xF2))).content.decode()
     assert "<dt>items</dt><dd>not a method</dd>" in html
     assert "<dt>http.route</dt><dd>/x</dd>" in html

@@ -8,30 +8,28 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanKind
 
+from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.models import Encoding, Span, Trace, TraceState
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-from apps.rollups.services.finalize import traces_finalize_due
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import LLM, ROOT, hex_of, ingest, make_rag_pipeline, now_ns
+from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
 from tests.dashboards.test_trace_detail import cell, detail_url
-from tests.ingest.sdk import MS, encode, readable
+from tests.timing import HOUR, MS
+from tests.traces import LLM, ROOT, EventSpec, HandSpan, encode, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 TRACE = 0xE1
 
 
-def chat_trace(t0: int, ttfc: Any, *, first_token_event: bool) -> list[ReadableSpan]:
+def chat_trace(t0: int, ttfc: Any, *, first_token_event: bool) -> list[HandSpan]:
     """Root 0-1000 ms and an LLM call 300-950 ms, its first token event (if any) at 500 ms."""
-    events = (Event("first_token", timestamp=t0 + 500 * MS),) if first_token_event else ()
+    events: list[EventSpec] = [("first_token", t0 + 500 * MS)] if first_token_event else []
     return [
-        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=t0, end=t0 + 1000 * MS,
-                 trace_id=TRACE),
-        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=t0 + 300 * MS,
-                 end=t0 + 950 * MS, attributes={"gen_ai.operation.name": "chat", TTFC: ttfc},
-                 events=events, trace_id=TRACE),
+        span(ROOT, None, t0, t0 + 1000 * MS, name="POST /chat", kind="server", trace_id=TRACE),
+        span(LLM, ROOT, t0 + 300 * MS, t0 + 950 * MS, name="chat gpt-4o", kind="client",
+             attributes={"gen_ai.operation.name": "chat", TTFC: ttfc}, events=events,
+             trace_id=TRACE),
     ]  # fmt: skip
 
 
@@ -44,7 +42,7 @@ def test_a_span_that_lost_its_time_to_first_chunk_on_arrival_shows_the_note(
     world: TeamWorld,
 ) -> None:
     make_rag_pipeline(world.team)
-    ingest(world.team, chat_trace(now_ns() - 3_600_000 * MS, 1e300, first_token_event=True))
+    ingest(world.team, chat_trace(now_ns() - HOUR, 1e300, first_token_event=True))
 
     response = client_for(world.viewer).get(detail_url(hex_of(TRACE)))
 
@@ -65,7 +63,7 @@ def test_a_span_stored_with_an_unusable_time_to_first_chunk_is_analyzed_and_show
     world: TeamWorld, stored: Any
 ) -> None:
     make_rag_pipeline(world.team)
-    spans = chat_trace(now_ns() - 3_600_000 * MS, 0.2, first_token_event=False)
+    spans = chat_trace(now_ns() - HOUR, 0.2, first_token_event=False)
     raw_batch_store(
         team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=len(spans),

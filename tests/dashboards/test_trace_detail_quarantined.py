@@ -1,7 +1,7 @@
 """The page of a trace whose analysis failed answers, says so, and shows what it can."""
 
+from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.models import TraceState
-from apps.rollups.services.finalize import traces_finalize_due
 from tests.conftest import TeamWorld, client_for
 from tests.dashboards.test_trace_detail import detail_url
 from tests.rollups.hostile import broken_trace, traces_of

@@ -7,9 +7,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from apps.dashboards.views import CURRENT_TEAM_SESSION_KEY
 from apps.ingest.models import Trace
 from apps.ingest.selectors import TraceCursor
+from apps.teams.current_team import CURRENT_TEAM_SESSION_KEY
 from tests.conftest import client_for
 from tests.dashboards.builders import Explorer, hex_of, ingest, now_ns, single_span
 

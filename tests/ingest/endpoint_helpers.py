@@ -9,7 +9,6 @@ from django.db import connection
 from django.test import Client
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from opentelemetry.trace import SpanKind
 
 from apps.ingest.decoding import SpanRecord
 from apps.ingest.models import Encoding, RawBatch, Span, Trace
@@ -24,11 +23,12 @@ from apps.ingest.services.span_rows import (
 )
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
-from tests.ingest.sdk import MS, T0, encode, readable
+from tests.timing import MS
+from tests.traces import T0, TRACE_ID, HandSpan, encode, span
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-TRACE_HEX = "5b8efff798038103d269b633813fc60c"
+TRACE_HEX = f"{TRACE_ID:032x}"
 
 
 def ingest_token(team: Team, name: str = "collector") -> str:
@@ -36,17 +36,18 @@ def ingest_token(team: Team, name: str = "collector") -> str:
     return raw
 
 
-def sdk_spans(count: int, *, trace_id: int = 0xA1B2C3D4E5F60718293A4B5C6D7E8F90) -> list[Any]:
-    root = readable("POST /chat", 1, kind=SpanKind.SERVER, end=T0 + 1000 * MS, trace_id=trace_id)
+def chat_spans(count: int, *, trace_id: int = 0xA1B2C3D4E5F60718293A4B5C6D7E8F90) -> list[HandSpan]:
+    """A 1 s server span and ``count - 1`` children of a millisecond each."""
+    root = span(1, None, T0, T0 + 1000 * MS, name="POST /chat", kind="server", trace_id=trace_id)
     children = [
-        readable(f"step {i}", i + 2, 1, start=T0 + i, end=T0 + i + MS, trace_id=trace_id)
+        span(i + 2, 1, T0 + i, T0 + i + MS, name=f"step {i}", trace_id=trace_id)
         for i in range(count - 1)
     ]
     return [root, *children]
 
 
 def protobuf_batch(count: int = 3, **kwargs: Any) -> bytes:
-    return encode(sdk_spans(count, **kwargs))
+    return encode(chat_spans(count, **kwargs))
 
 
 def otlp_json_batch(*spans: dict[str, Any], service: str = "chat-api") -> bytes:

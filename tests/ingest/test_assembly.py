@@ -4,42 +4,22 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanKind
 
+from apps.analysis.models import StageSample
+from apps.analysis.services.finalize import traces_finalize_due
 from apps.core.partitions import partitions_ensure
 from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
 from apps.ingest.selectors import traces_for_team
 from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import StageSample
-from apps.rollups.services.finalize import traces_finalize_due
 from apps.teams.models import Team
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.sdk import MS, T0, encode, readable
+from tests.timing import DAY, MS, S
+from tests.traces import ROOT, T0, HandSpan, encode, rag_spans, span
 
 TRACE = 0xABCDEF0123456789ABCDEF0123456789
-DAY = 86_400 * 1_000_000_000
-ROOT, AUTH, RETR_A, RETR_B, LLM = 0x10, 0x20, 0x30, 0x31, 0x40
-
-
-def rag_spans(trace_id: int = TRACE) -> list[ReadableSpan]:
-    """Root 0-1000 ms: auth 0-50, two parallel retrievals 50-200 and 50-300,
-    an LLM call 300-950 whose first token comes at 500 (event)."""
-    return [
-        readable("POST /chat", ROOT, kind=SpanKind.SERVER, start=T0, end=T0 + 1000 * MS,
-                 trace_id=trace_id),
-        readable("auth.check", AUTH, ROOT, start=T0, end=T0 + 50 * MS, trace_id=trace_id),
-        readable("vector.search a", RETR_A, ROOT, start=T0 + 50 * MS, end=T0 + 200 * MS,
-                 trace_id=trace_id),
-        readable("vector.search b", RETR_B, ROOT, start=T0 + 50 * MS, end=T0 + 300 * MS,
-                 trace_id=trace_id),
-        readable("chat gpt-4o", LLM, ROOT, kind=SpanKind.CLIENT, start=T0 + 300 * MS,
-                 end=T0 + 950 * MS, attributes={"gen_ai.operation.name": "chat"},
-                 events=(Event("first_token", timestamp=T0 + 500 * MS),), trace_id=trace_id),
-    ]  # fmt: skip
 
 
 @pytest.fixture
@@ -62,13 +42,13 @@ def rag_pipeline(world: TeamWorld) -> Pipeline:
     return pipeline
 
 
-def store(team: Team, spans: list[ReadableSpan]) -> RawBatch:
+def store(team: Team, spans: list[HandSpan]) -> RawBatch:
     """As the request path stores an accepted body (span rows on PostgreSQL)."""
     body = encode(spans)
     return accepted_batch_store(team=team, token=None, decoded=decode_otlp_protobuf(body))
 
 
-def store_raw(team: Team, spans: list[ReadableSpan]) -> RawBatch:
+def store_raw(team: Team, spans: list[HandSpan]) -> RawBatch:
     """A body kept as sent, decoded by the worker (other databases, older batches)."""
     return raw_batch_store(
         team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
@@ -92,7 +72,7 @@ def samples_ms(trace: Trace) -> dict[str, tuple[float, float]]:
 def test_a_trace_split_over_batches_root_last_is_finalized_with_its_stages(
     world: TeamWorld, rag_pipeline
 ) -> None:
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     store(world.team, spans[1:3])
     store(world.team, spans[3:])
     store(world.team, spans[:1])
@@ -123,7 +103,7 @@ def test_a_trace_split_over_batches_root_last_is_finalized_with_its_stages(
 
 
 def test_batches_kept_as_sent_and_span_rows_drain_together(world: TeamWorld, rag_pipeline) -> None:
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     store_raw(world.team, spans[:2])
     store(world.team, spans[1:])
     drained = raw_batches_drain()
@@ -134,7 +114,7 @@ def test_batches_kept_as_sent_and_span_rows_drain_together(world: TeamWorld, rag
 
 
 def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     store(world.team, spans)
     store(world.team, spans)
     store(world.team, spans[2:4])
@@ -148,20 +128,19 @@ def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:
 def test_trace_rows_count_each_span_once_and_name_the_least_parentless_span_root(
     world: TeamWorld,
 ) -> None:
-    def span(span_id: int, parent: int | None, start_ms: int, trace: int = TRACE) -> ReadableSpan:
-        return readable("s", span_id, parent, start=T0 + start_ms * MS, end=T0 + 900 * MS,
-                        trace_id=trace)  # fmt: skip
+    def timed(span_id: int, parent: int | None, start_ms: int, trace: int = TRACE) -> HandSpan:
+        return span(span_id, parent, T0 + start_ms * MS, T0 + 900 * MS, name="s", trace_id=trace)
 
     # Created in this drain: two parentless spans, a child, every span twice.
-    batch = [span(0x60, None, 5), span(0x15, None, 7), span(0x20, 0x60, 9)]
+    batch = [timed(0x60, None, 5), timed(0x15, None, 7), timed(0x20, 0x60, 9)]
     store(world.team, batch)
     store(world.team, batch[::-1])
     # Created without a root, which two later parentless spans bring.
     other = TRACE + 1
-    store(world.team, [span(0x21, 0x70, 3, other)])
+    store(world.team, [timed(0x21, 0x70, 3, other)])
     raw_batches_drain()
-    store(world.team, [span(0x70, None, 1, other), span(0x30, None, 2, other)] * 2)
-    store(world.team, [span(0x05, None, 0)])  # the first trace has its root already
+    store(world.team, [timed(0x70, None, 1, other), timed(0x30, None, 2, other)] * 2)
+    store(world.team, [timed(0x05, None, 0)])  # the first trace has its root already
     raw_batches_drain()
 
     first = Trace.objects.get(trace_id=TRACE.to_bytes(16, "big"))
@@ -175,7 +154,7 @@ def test_trace_rows_count_each_span_once_and_name_the_least_parentless_span_root
 def test_a_late_span_reopens_the_trace_and_replaces_its_samples(
     world: TeamWorld, rag_pipeline
 ) -> None:
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     store(world.team, spans[:4])
     raw_batches_drain()
     finalize_later()
@@ -200,7 +179,7 @@ def test_a_late_span_reopens_the_trace_and_replaces_its_samples(
 def test_a_quiet_trace_with_its_root_settles_with_its_samples_before_it_is_final(
     world: TeamWorld, rag_pipeline, settings
 ) -> None:
-    store(world.team, rag_spans())
+    store(world.team, rag_spans(TRACE))
     raw_batches_drain()
     settle, idle = settings.TRACE_SETTLE_SECONDS, settings.TRACE_IDLE_SECONDS
     assert settle < idle
@@ -224,7 +203,7 @@ def test_a_quiet_trace_with_its_root_settles_with_its_samples_before_it_is_final
 def test_a_span_arriving_while_settled_recomputes_the_trace_once(
     world: TeamWorld, rag_pipeline, settings
 ) -> None:
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     store(world.team, spans[:4])  # the root, auth and retrieval; the LLM span is late
     raw_batches_drain()
     assert finalize_later(settings.TRACE_SETTLE_SECONDS + 0.5) == 1
@@ -251,7 +230,7 @@ def test_a_settle_time_as_long_as_the_idle_time_finalizes_in_one_step(
     world: TeamWorld, rag_pipeline, settings
 ) -> None:
     settings.TRACE_SETTLE_SECONDS = settings.TRACE_IDLE_SECONDS + 30
-    store(world.team, rag_spans())
+    store(world.team, rag_spans(TRACE))
     raw_batches_drain()
     assert finalize_later(settings.TRACE_IDLE_SECONDS - 1) == 0
     assert finalize_later(settings.TRACE_IDLE_SECONDS + 1) == 1
@@ -264,7 +243,7 @@ def test_a_settle_time_as_long_as_the_idle_time_finalizes_in_one_step(
 def test_a_trace_without_root_is_finalized_incomplete_after_the_maximum_wait(
     world: TeamWorld, rag_pipeline, settings
 ) -> None:
-    store(world.team, rag_spans()[1:])
+    store(world.team, rag_spans(TRACE)[1:])
     raw_batches_drain()
     assert finalize_later(settings.TRACE_IDLE_SECONDS + 1) == 0  # idle, but no root yet
     assert finalize_later(settings.TRACE_MAX_WAIT_SECONDS + 1) == 1
@@ -275,7 +254,7 @@ def test_a_trace_without_root_is_finalized_incomplete_after_the_maximum_wait(
 
 
 def test_a_trace_matching_no_pipeline_is_kept_unmatched(world: TeamWorld, rag_pipeline) -> None:
-    spans = [readable("GET /health", 0x99, kind=SpanKind.SERVER, trace_id=0x1234)]
+    spans = [span(0x99, name="GET /health", kind="server", trace_id=0x1234)]
     store(world.team, spans)
     raw_batches_drain()
     finalize_later()
@@ -286,8 +265,8 @@ def test_a_trace_matching_no_pipeline_is_kept_unmatched(world: TeamWorld, rag_pi
 
 
 def test_one_teams_spans_never_reach_another_teams_trace(world: TeamWorld, rag_pipeline) -> None:
-    store(world.team, rag_spans())
-    store(world.other_team, rag_spans())  # the same trace id, sent by another team
+    store(world.team, rag_spans(TRACE))
+    store(world.other_team, rag_spans(TRACE))  # the same trace id, sent by another team
     raw_batches_drain()
     finalize_later()
     ours = Trace.objects.get(team=world.team)
@@ -302,12 +281,12 @@ def test_one_teams_spans_never_reach_another_teams_trace(world: TeamWorld, rag_p
 def test_a_trace_knows_which_days_hold_its_spans_and_finalizes_with_all_of_them(
     world: TeamWorld, rag_pipeline
 ) -> None:
-    day = datetime.fromtimestamp(T0 / 1e9, tz=UTC).date()
+    day = datetime.fromtimestamp(T0 / S, tz=UTC).date()
     partitions_ensure("ingest_span", first=day - timedelta(days=1), last=day + timedelta(days=3))
-    spans = rag_spans()
+    spans = rag_spans(TRACE)
     # A child whose clock is two days ahead lands in another day partition.
-    skewed = readable(
-        "auth.retry", 0x21, ROOT, start=T0 + 2 * DAY, end=T0 + 2 * DAY + 5 * MS, trace_id=TRACE
+    skewed = span(
+        0x21, ROOT, T0 + 2 * DAY, T0 + 2 * DAY + 5 * MS, name="auth.retry", trace_id=TRACE
     )
     store(world.team, spans[:3])
     raw_batches_drain()

@@ -6,7 +6,8 @@ from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import Encoding, RawBatch, Span, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from tests.conftest import TeamWorld
-from tests.ingest.sdk import encode, sample_spans
+from tests.ingest.samples import sample_spans
+from tests.traces import encode
 
 
 def good_batch(world: TeamWorld) -> RawBatch:

@@ -8,6 +8,7 @@ import pytest
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
 from apps.ingest.models import Span
 from apps.ingest.services.batches import raw_batches_drain
+from tests import traces
 from tests.ingest.endpoint_helpers import (
     JSON,
     export_response,
@@ -17,7 +18,6 @@ from tests.ingest.endpoint_helpers import (
     otlp_json_span,
     post,
 )
-from tests.ingest.sdk import encode, readable
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 LLM_ID = "2222222222222222"
@@ -32,16 +32,16 @@ def stored_llm_span() -> Span:
 
 def test_otlp_protobuf_keeps_the_span_and_reports_the_dropped_double(token: str) -> None:
     spans = [
-        readable("POST /chat", 0x1111111111111111),
-        readable(
-            "chat gpt-4o",
+        traces.span(0x1111111111111111, name="POST /chat"),
+        traces.span(
             int(LLM_ID, 16),
             0x1111111111111111,
+            name="chat gpt-4o",
             attributes={TTFC: 1e300, "gen_ai.request.model": "gpt-4o"},
         ),
     ]
 
-    response = post("/v1/traces", encode(spans), token=token)
+    response = post("/v1/traces", traces.encode(spans), token=token)
 
     assert response.status_code == 200
     partial = export_response(response).partial_success

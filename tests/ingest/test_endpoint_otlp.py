@@ -7,7 +7,6 @@ import tracemalloc
 import zlib
 
 import pytest
-from opentelemetry.trace import SpanKind
 
 from apps.ingest.decoding import RpcCode
 from apps.ingest.models import Encoding, RawBatch, Span, Trace
@@ -22,6 +21,7 @@ from tests.ingest.endpoint_helpers import (
     assert_nothing_written,
     batch_spans,
     body_spans,
+    chat_spans,
     export_response,
     gzip_bomb,
     gzipped,
@@ -30,10 +30,10 @@ from tests.ingest.endpoint_helpers import (
     otlp_json_span,
     post,
     protobuf_batch,
-    sdk_spans,
     status_of,
 )
-from tests.ingest.sdk import MS, T0, encode, readable
+from tests.timing import MS
+from tests.traces import T0, encode, span
 
 URL = "/v1/traces"
 GZIP = {"Content-Encoding": "gzip"}
@@ -138,9 +138,9 @@ def test_spans_rejected_one_by_one_are_reported_in_partial_success_and_the_rest_
     token: str,
 ) -> None:
     spans = [
-        *sdk_spans(3),
-        readable("", 0x77),  # empty name
-        readable("backwards", 0x78, start=T0 + 5 * MS, end=T0),
+        *chat_spans(3),
+        span(0x77, name=""),  # empty name
+        span(0x78, None, T0 + 5 * MS, T0, name="backwards"),
     ]
 
     response = post(URL, encode(spans), token=token)
@@ -171,7 +171,7 @@ def test_json_partial_success_counts_rejected_spans_as_an_int64_string(token: st
 def test_a_batch_whose_spans_are_all_rejected_stores_nothing_but_answers_200(
     token: str,
 ) -> None:
-    response = post(URL, encode([readable("", 0x77), readable("", 0x78)]), token=token)
+    response = post(URL, encode([span(0x77, name=""), span(0x78, name="")]), token=token)
 
     assert response.status_code == 200
     assert export_response(response).partial_success.rejected_spans == 2
@@ -443,7 +443,7 @@ def test_a_405_for_a_protobuf_request_is_a_protobuf_status(client, token: str) -
 
 
 def test_a_server_span_kind_survives_the_round_trip(token: str) -> None:
-    post(URL, encode([readable("GET /", 0x42, kind=SpanKind.SERVER)]), token=token)
+    post(URL, encode([span(0x42, name="GET /", kind="server")]), token=token)
 
     raw_batches_drain()
 

@@ -12,16 +12,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind, set_span_in_context
 
+from apps.analysis.models import StageSample
 from apps.ingest.models import RawBatch, Trace, TraceState
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import StageSample
 from apps.teams.services import ingest_token_revoke
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.endpoint_helpers import batch_spans, ingest_token, sdk_spans
+from tests.ingest.endpoint_helpers import batch_spans, chat_spans, ingest_token
 from tests.processes import celery_worker, wait_for
-
-MS = 1_000_000
+from tests.timing import MS
+from tests.traces import sdk_span
 
 
 def exporter(live_server: Any, token: str, **kwargs: Any) -> OTLPSpanExporter:
@@ -39,7 +39,7 @@ def test_the_official_exporter_delivers_sdk_spans(
 ) -> None:
     span_exporter = exporter(live_server, ingest_token(world.team), compression=compression)
 
-    spans = sdk_spans(6)
+    spans = [sdk_span(s) for s in chat_spans(6)]
     result = span_exporter.export(spans)
     span_exporter.shutdown()
 
@@ -59,7 +59,7 @@ def test_the_exporter_reports_failure_for_a_revoked_token(
     ingest_token_revoke(token=world.team.ingest_tokens.get())
     span_exporter = exporter(live_server, raw)
 
-    result = span_exporter.export(sdk_spans(2))
+    result = span_exporter.export([sdk_span(s) for s in chat_spans(2)])
     span_exporter.shutdown()
 
     assert result == SpanExportResult.FAILURE
@@ -151,4 +151,4 @@ def test_exported_traces_come_out_finalized_with_stages_and_critical_path(
     assert trace.untracked_critical_ns == 50 * MS
     assert not RawBatch.objects.exists()
     assert "apps.ingest.tasks.drain_raw_batches" in worker_log
-    assert "apps.rollups.tasks.finalize_quiet_traces" in worker_log
+    assert "apps.analysis.tasks.finalize_quiet_traces" in worker_log

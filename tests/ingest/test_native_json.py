@@ -4,10 +4,10 @@ from typing import Any
 import pytest
 
 from apps.ingest.decoding import DecodeError, Reason, SpanEvent, decode_native_json
+from tests.traces import T0
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 ROOT = "1111111111111111"
-T0 = 1_760_000_000_000_000_000  # 2025-10-09T08:53:20Z
 
 
 def _body(*spans: dict[str, Any], **batch: Any) -> bytes:

@@ -7,12 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import Event
 
 from apps.ingest.decoding import DecodeResult, decode_native_json, decode_otlp_json
 from apps.ingest.decoding import decode_otlp_protobuf as decode_protobuf
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES, MAX_NOTES
-from tests.ingest.sdk import T0, encode, readable
+from tests.traces import T0, encode, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 INPUT = "gen_ai.usage.input_tokens"
@@ -44,7 +43,7 @@ def via_protobuf(*spans: dict[str, Any], name: str = "chat") -> DecodeResult:
     return decode_protobuf(
         encode(
             [
-                readable(name if i == 0 else "chat", 0x10 + i, attributes=attributes)
+                span(0x10 + i, name=name if i == 0 else "chat", attributes=attributes)
                 for i, attributes in enumerate(spans)
             ]
         )
@@ -345,14 +344,14 @@ def test_the_note_on_a_span_is_capped_and_its_values_shortened() -> None:
 
 
 def test_protobuf_drops_an_unusable_time_to_first_chunk_on_a_span_with_events() -> None:
-    span = readable(
-        "chat",
+    sent = span(
         0x10,
+        name="chat",
         attributes={TTFC: 1e300, "gen_ai.operation.name": "chat"},
-        events=(Event("first_token", {"n": 1}, timestamp=T0 + 10),),
+        events=[("first_token", T0 + 10, {"n": 1})],
     )
 
-    [record] = decode_protobuf(encode([span])).spans
+    [record] = decode_protobuf(encode([sent])).spans
 
     assert TTFC not in record.attributes
     assert [(e.name, e.attributes) for e in record.events] == [("first_token", {"n": 1})]

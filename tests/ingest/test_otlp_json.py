@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from apps.ingest.decoding import DecodeError, Reason, decode_otlp_json, decode_otlp_protobuf
-from tests.ingest.sdk import SAMPLE_RECORDS, T0, by_span_id, encode, sample_spans
+from tests.ingest.samples import SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.traces import T0, encode
 
 SAMPLE = (Path(__file__).parent / "sample_otlp.json").read_bytes()
 

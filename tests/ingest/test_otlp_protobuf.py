@@ -14,16 +14,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from apps.ingest.decoding import DecodeError, Reason, decode_otlp_protobuf
 from apps.ingest.decoding.otlp_schema import RawExportTraceServiceRequest
-from tests.ingest.sdk import (
-    MS,
-    ROOT_ID,
-    SAMPLE_RECORDS,
-    T0,
-    by_span_id,
-    encode,
-    readable,
-    sample_spans,
-)
+from tests.ingest.samples import ROOT_ID, SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.timing import MS
+from tests.traces import T0, encode, span
 
 
 def _sdk_value(value: Any) -> Any:
@@ -80,9 +73,9 @@ def test_sample_spans_decode_to_the_expected_records() -> None:
 def test_unusual_attribute_values_survive_the_fast_path() -> None:
     long_key = "k" * 300
     long_value = "é" * 20_000  # a three-byte length prefix
-    span = readable(
-        "odd",
+    sent = span(
         0xABC,
+        name="odd",
         attributes={
             long_key: long_value,
             "negative": -5,
@@ -102,7 +95,7 @@ def test_unusual_attribute_values_survive_the_fast_path() -> None:
         },
     )
 
-    [record] = decode_otlp_protobuf(encode([span])).spans
+    [record] = decode_otlp_protobuf(encode([sent])).spans
 
     assert record.attributes == {
         long_key: long_value,
@@ -138,9 +131,9 @@ scalars = st.one_of(
     )
 )
 def test_any_scalar_or_list_attribute_round_trips(attributes: dict[str, Any]) -> None:
-    span = readable("s", 0xABC, attributes=attributes)
+    sent = span(0xABC, name="s", attributes=attributes)
 
-    [record] = decode_otlp_protobuf(encode([span])).spans
+    [record] = decode_otlp_protobuf(encode([sent])).spans
 
     expected = {
         key: ("Infinity" if value > 0 else "-Infinity")
@@ -152,7 +145,9 @@ def test_any_scalar_or_list_attribute_round_trips(attributes: dict[str, Any]) ->
 
 
 def test_repeated_pairs_across_spans_decode_the_same() -> None:
-    spans = [readable(f"s{i}", 0x100 + i, attributes={"model": "gpt-4o", "n": 7}) for i in range(3)]
+    spans = [
+        span(0x100 + i, name=f"s{i}", attributes={"model": "gpt-4o", "n": 7}) for i in range(3)
+    ]
 
     result = decode_otlp_protobuf(encode(spans))
 
@@ -161,13 +156,13 @@ def test_repeated_pairs_across_spans_decode_the_same() -> None:
 
 
 def test_deprecated_genai_names_are_copied_to_the_current_ones() -> None:
-    span = readable(
-        "chat",
+    sent = span(
         0xABC,
+        name="chat",
         attributes={"gen_ai.system": "anthropic", "gen_ai.usage.prompt_tokens": 10},
     )
 
-    [record] = decode_otlp_protobuf(encode([span])).spans
+    [record] = decode_otlp_protobuf(encode([sent])).spans
 
     assert record.attributes["gen_ai.provider.name"] == "anthropic"
     assert record.attributes["gen_ai.usage.input_tokens"] == 10
@@ -176,9 +171,9 @@ def test_deprecated_genai_names_are_copied_to_the_current_ones() -> None:
 
 
 def test_current_genai_names_win_over_deprecated_ones() -> None:
-    span = readable(
-        "chat",
+    sent = span(
         0xABC,
+        name="chat",
         attributes={
             "gen_ai.system": "openai",
             "gen_ai.provider.name": "azure.ai.openai",
@@ -187,7 +182,7 @@ def test_current_genai_names_win_over_deprecated_ones() -> None:
         },
     )
 
-    [record] = decode_otlp_protobuf(encode([span])).spans
+    [record] = decode_otlp_protobuf(encode([sent])).spans
 
     assert record.attributes["gen_ai.provider.name"] == "azure.ai.openai"
     assert record.attributes["gen_ai.usage.output_tokens"] == 6
@@ -313,7 +308,7 @@ def test_a_non_canonical_attribute_layout_still_decodes() -> None:
 
 
 def test_spans_share_their_resource_attributes() -> None:
-    spans = [readable("a", 1), readable("b", 2, ROOT_ID)]
+    spans = [span(1, name="a"), span(2, ROOT_ID, name="b")]
 
     first, second = decode_otlp_protobuf(encode(spans)).spans
 

@@ -47,8 +47,8 @@ from apps.teams.models import IngestToken, Team
 from apps.teams.services import ingest_token_create, ingest_token_revoke
 from tests.factories import make_pipeline, make_team
 from tests.ingest.endpoint_helpers import batch_spans
-
-T0 = 1_760_000_000_000_000_000
+from tests.timing import S
+from tests.traces import T0
 
 # ---------------------------------------------------------------- trace shapes
 
@@ -63,7 +63,7 @@ def emitted(
     tracer = provider.get_tracer("test")
     planner = TracePlanner(rng=random.Random(seed), shape=shape or TraceShape(), profile=profile)
     for i in range(count):
-        emit_trace(tracer=tracer, plan=planner.plan(), start_ns=T0 + i * 10**9)
+        emit_trace(tracer=tracer, plan=planner.plan(), start_ns=T0 + i * S)
     by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
     for span in exporter.get_finished_spans():
         assert span.context is not None

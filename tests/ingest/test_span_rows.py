@@ -9,7 +9,8 @@ from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.ingest.services.span_rows import span_rows
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import batch_spans, expected_spans
-from tests.ingest.sdk import MS, T0
+from tests.timing import MS
+from tests.traces import T0
 
 pytestmark = pytest.mark.django_db
 

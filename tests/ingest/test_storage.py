@@ -5,20 +5,22 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection
 from django.utils import timezone
 
-from apps.core.partitions import day_start_ns, partitions_of
+from apps.core.partitions import partitions_of
+from apps.core.time import day_start_ns
 from apps.ingest.models import Encoding, Span, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.ingest.services.storage import storage_maintain
 from tests.conftest import TeamWorld
-from tests.ingest.sdk import MS, encode, readable
+from tests.timing import MS, S
+from tests.traces import encode, span
 
 
 def _ns(day: datetime) -> int:
-    return int(day.timestamp()) * 1_000_000_000
+    return int(day.timestamp()) * S
 
 
 def store_span_at(world: TeamWorld, start_ns: int, span_id: int) -> None:
-    spans = [readable("POST /chat", span_id, start=start_ns, end=start_ns + MS, trace_id=span_id)]
+    spans = [span(span_id, None, start_ns, start_ns + MS, name="POST /chat", trace_id=span_id)]
     raw_batch_store(
         team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=1,

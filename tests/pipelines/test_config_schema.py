@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.pipelines.config_as_code import ConfigInvalid, config_export, parse_document
-from apps.pipelines.config_as_code.export import dump_yaml
+from apps.pipelines.config_as_code.document_export import dump_yaml
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage

@@ -12,17 +12,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import (
-    E2E_STAGE_ID,
-    RESOLUTIONS,
-    UNTRACKED_STAGE_ID,
-    Measure,
-    RollupBucket,
-)
-from apps.rollups.sketch import Sketch
-
-MS = 1_000_000
+from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.sketches.ddsketch import Sketch
+from tests.timing import MS
 
 
 @dataclass

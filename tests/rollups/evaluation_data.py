@@ -6,13 +6,13 @@ from itertools import count
 import numpy as np
 import numpy.typing as npt
 
+from apps.analysis.models import StageSample
 from apps.ingest.models import Trace, TraceState
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket, StageSample
-from apps.rollups.sketch import Sketch
+from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+from apps.rollups.sketches.ddsketch import Sketch
+from tests.timing import MS, S
 
-MS = 1_000_000
-NS_PER_S = 1_000_000_000
 # A Monday at midnight UTC: every tick and bucket boundary falls on whole numbers.
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 _ids = count(1)
@@ -23,7 +23,7 @@ def at(seconds: float) -> datetime:
 
 
 def ns_at(seconds: float) -> int:
-    return int(T0.timestamp()) * NS_PER_S + int(seconds * NS_PER_S)
+    return int(T0.timestamp()) * S + int(seconds * S)
 
 
 def put_bucket(

@@ -5,18 +5,14 @@ from typing import Any
 
 from django.db import connection
 from django.utils import timezone
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
 
 from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import Team
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.sdk import encode, readable
-
-S = 1_000_000_000
-MS = 1_000_000
+from tests.timing import MS, S
+from tests.traces import HandSpan, encode, retrieval_request, span
 
 
 def rag_pipeline(team: Team) -> tuple[Pipeline, Stage]:
@@ -30,7 +26,7 @@ def recent_ns(seconds_ago: int = 30) -> int:
     return (int(timezone.now().timestamp()) - seconds_ago) * S
 
 
-def ingest(team: Team, spans: list[ReadableSpan]) -> None:
+def ingest(team: Team, spans: list[HandSpan]) -> None:
     """Store spans the way a request does, then drain them into traces."""
     raw_batch_store(
         team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
@@ -44,16 +40,7 @@ def chat_requests(team: Team, *, first_id: int, count: int, retrieval_ms: int = 
     spans = []
     for trace_id in range(first_id, first_id + count):
         t0 = recent_ns(30) + (trace_id - first_id) * MS
-        spans += [
-            readable(
-                "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0,
-                end=t0 + (retrieval_ms + 100) * MS, trace_id=trace_id,
-            ),
-            readable(
-                "retrieve docs", 0x20, 0x10, start=t0, end=t0 + retrieval_ms * MS,
-                trace_id=trace_id,
-            ),
-        ]  # fmt: skip
+        spans += retrieval_request(trace_id, t0, retrieval_ms=retrieval_ms)
     ingest(team, spans)
     return list(range(first_id, first_id + count))
 
@@ -65,14 +52,10 @@ def one_trace(
     ingest(
         team,
         [
-            readable(
-                "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0, end=t0 + 900 * MS,
-                trace_id=trace_id,
-            ),
-            readable(
-                child, 0x20, 0x10, kind=SpanKind.CLIENT, start=t0, end=t0 + 800 * MS,
-                attributes=attributes, trace_id=trace_id,
-            ),
+            span(0x10, None, t0, t0 + 900 * MS, name="POST /chat", kind="server",
+                 trace_id=trace_id),
+            span(0x20, 0x10, t0, t0 + 800 * MS, name=child, kind="client",
+                 attributes=attributes, trace_id=trace_id),
         ],
     )  # fmt: skip
     return trace_id
@@ -82,15 +65,11 @@ def wide_trace(team: Team, trace_id: int, *, spans: int) -> int:
     """One root with ``spans`` children: analysis takes a while, and its time grows with it."""
     t0 = recent_ns(20)
     children = [
-        readable(
-            f"tool call {i}", 0x1000 + i, 0x10, start=t0 + i * 1000, end=t0 + i * 1000 + MS,
-            trace_id=trace_id,
-        )
+        span(0x1000 + i, 0x10, t0 + i * 1000, t0 + i * 1000 + MS, name=f"tool call {i}",
+             trace_id=trace_id)
         for i in range(spans)
     ]  # fmt: skip
-    root = readable(
-        "POST /chat", 0x10, kind=SpanKind.SERVER, start=t0, end=t0 + 2 * S, trace_id=trace_id
-    )
+    root = span(0x10, None, t0, t0 + 2 * S, name="POST /chat", kind="server", trace_id=trace_id)
     ingest(team, [root, *children])
     return trace_id
 
@@ -117,7 +96,7 @@ def broken_trace(team: Team, trace_id: int) -> int:
 
 def late_span(team: Team, trace_id: int, span_id: int) -> None:
     t0 = recent_ns(10)
-    ingest(team, [readable("late", span_id, 0x10, start=t0, end=t0 + MS, trace_id=trace_id)])
+    ingest(team, [span(span_id, 0x10, t0, t0 + MS, name="late", trace_id=trace_id)])
 
 
 def traces_of(team: Team, trace_ids: list[int]) -> list[Trace]:

@@ -13,23 +13,17 @@ from itertools import count
 import numpy as np
 from django.utils import timezone
 
+from apps.analysis.models import StageSample
+from apps.analysis.services.dirty_buckets import dirty_buckets_mark
+from apps.core.time import RESOLUTIONS
 from apps.ingest.models import Trace, TraceState
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import (
-    E2E_STAGE_ID,
-    RESOLUTIONS,
-    UNTRACKED_STAGE_ID,
-    Measure,
-    RollupBucket,
-    StageSample,
-)
-from apps.rollups.services.dirty import dirty_buckets_mark
-from apps.rollups.sketch import Sketch
+from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.models import Team
 from tests.factories import make_pipeline, make_stage
+from tests.timing import MS, S
 
-MS = 1_000_000
-S = 1_000_000_000
 # 2030-01-01T00:00:00Z: data placed around it crosses minute, hour and day boundaries.
 NEW_YEAR_S = 1_893_456_000
 _trace_ids = count(1)

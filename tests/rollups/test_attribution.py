@@ -1,14 +1,15 @@
 import pytest
 
-from apps.rollups.attribution import ChargedSegment, StageResult, attribute_trace, union_ns
-from apps.rollups.matching import (
+from apps.analysis.attribution import ChargedSegment, StageResult, attribute_trace, union_ns
+from apps.analysis.stage_matching import (
     AFTER_FIRST_TOKEN,
     UNTIL_FIRST_TOKEN,
     RuleSpec,
     StageMatcher,
     StageSpec,
 )
-from tests.rollups.builders import MS, span
+from tests.timing import MS
+from tests.traces import span
 
 KIND = "openinference.span.kind"
 TTFC = "gen_ai.response.time_to_first_chunk"
@@ -73,7 +74,7 @@ def test_parallel_retrievals_count_their_union_as_wall_time_and_the_last_on_the_
     spans = [
         span("root", None, 0, 200),
         span("a", "root", 0, 100, attributes={KIND: "RETRIEVER"}),
-        span("b", "root", 50, 150, attributes={KIND: "RETRIEVER"}, error=True),
+        span("b", "root", 50, 150, attributes={KIND: "RETRIEVER"}, status="error"),
     ]
     result = attribute_trace(spans, RAG)
     assert result.stages == {
@@ -114,7 +115,7 @@ def test_a_zero_length_first_token_part_still_counts_the_span() -> None:
 
 def test_the_root_span_can_belong_to_a_stage() -> None:
     matcher = StageMatcher([StageSpec("api", [RuleSpec(span_name="root")])])
-    result = attribute_trace([span("root", None, 0, 100, error=True)], matcher)
+    result = attribute_trace([span("root", None, 0, 100, status="error")], matcher)
     assert result.stages == {"api": StageResult(100, 1, True, 100)}
     assert result.untracked_critical_ns == 0
     assert result.error is True

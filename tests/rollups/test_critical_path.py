@@ -2,8 +2,12 @@ import time
 
 import pytest
 
-from apps.rollups.critical_path import critical_path
-from tests.rollups.builders import as_tuples, span
+from apps.analysis.critical_path import CriticalPath, critical_path
+from tests.traces import span
+
+
+def as_tuples(path: CriticalPath) -> list[tuple[str, int, int]]:
+    return [(s.span_id, s.start_ns, s.end_ns) for s in path.segments]
 
 
 def test_root_alone_is_the_whole_path() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
-from apps.rollups.services.budget_window import evaluation_window
+from apps.rollups.selectors.budget_window import evaluation_window
 from apps.rollups.services.evaluation import budgets_evaluate
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage

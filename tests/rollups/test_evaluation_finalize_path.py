@@ -6,29 +6,22 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db.models import Sum
 from django.utils import timezone
-from opentelemetry.trace import SpanKind
 
+from apps.analysis.models import DirtyBucket
+from apps.analysis.services.dirty_buckets import dirty_buckets_mark
+from apps.analysis.tasks import finalize_quiet_traces
 from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import (
-    BudgetEvaluation,
-    DirtyBucket,
-    Measure,
-    RollupBucket,
-    Violation,
-)
-from apps.rollups.services.dirty import dirty_buckets_mark
-from apps.rollups.tasks import finalize_quiet_traces
+from apps.rollups.models import BudgetEvaluation, Measure, RollupBucket, Violation
 from apps.teams.models import Team
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.sdk import encode, readable
+from tests.timing import S
+from tests.traces import encode, retrieval_request
 
 pytestmark = pytest.mark.usefixtures("clean_cache")
 
-S = 1_000_000_000
-MS = 1_000_000
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -48,14 +41,7 @@ def ingest_requests(
     for offset in range(count):
         trace_id = first_id + offset
         t0 = now_ns - (30 - offset) * S
-        end = t0 + (retrieval_ms + 100) * MS
-        spans += [
-            readable(root, 0x10, kind=SpanKind.SERVER, start=t0, end=end, trace_id=trace_id),
-            readable(
-                "retrieve docs", 0x20, 0x10, start=t0, end=t0 + retrieval_ms * MS,
-                trace_id=trace_id,
-            ),
-        ]  # fmt: skip
+        spans += retrieval_request(trace_id, t0, retrieval_ms=retrieval_ms, root=root)
     raw_batch_store(
         team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=len(spans),

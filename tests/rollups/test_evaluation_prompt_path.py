@@ -7,19 +7,19 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
+from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
-from apps.rollups.services.budget_window import evaluation_tick
-from apps.rollups.services.dirty import dirty_buckets_mark
+from apps.rollups.selectors.budget_window import evaluation_tick
 from apps.rollups.tasks import process_dirty_rollups
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.processes import celery_worker, wait_for
 from tests.rollups.evaluation_data import make_sample, make_trace, put_rollup
+from tests.timing import S
 
 pytestmark = pytest.mark.usefixtures("clean_cache")
 
-NS_PER_S = 1_000_000_000
 NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -30,8 +30,8 @@ def rag_pipeline(world: TeamWorld, slug: str) -> tuple[Pipeline, Stage]:
 
 def slow_retrievals_just_finalized(pipeline: Pipeline, stage: Stage, count: int = 30) -> None:
     """Traces of the last half minute whose retrieval took 600 ms, their buckets marked dirty."""
-    now_ns = int(timezone.now().timestamp() * NS_PER_S)
-    starts = [now_ns - (30 - i) * NS_PER_S for i in range(count)]
+    now_ns = int(timezone.now().timestamp() * S)
+    starts = [now_ns - (30 - i) * S for i in range(count)]
     for start_ns in starts:
         make_sample(make_trace(pipeline, start_ns=start_ns, duration_ms=700), stage, 600)
     dirty_buckets_mark((pipeline.pk, start_ns) for start_ns in starts)

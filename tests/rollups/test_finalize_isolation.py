@@ -3,10 +3,10 @@
 from django.core.management import call_command
 from django.db import connection
 
+from apps.analysis.models import StageSample
+from apps.analysis.services.finalize import traces_finalize_due
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import ANALYZED_STATES, Trace, TraceState
-from apps.rollups.models import StageSample
-from apps.rollups.services.finalize import traces_finalize_due
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
 from tests.rollups.hostile import (

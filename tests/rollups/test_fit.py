@@ -6,13 +6,13 @@ from datetime import timedelta
 import pytest
 
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.services.fit import PipelineFit, StageFit, pipeline_fit, suggest_budgets
+from apps.rollups.selectors.fit import PipelineFit, StageFit, pipeline_fit, suggest_budgets
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.rollups.evaluation_data import T0, make_sample, make_trace, ns_at
+from tests.timing import DAY_S
 
 NOW = T0 + timedelta(days=8)
-DAY = 86_400
 
 
 @dataclass
@@ -43,7 +43,7 @@ def add_traffic(rag: Rag, *, day: float = 6) -> None:
         untracked = 100 + (700 if i in (3, 5) else 0)
         trace = make_trace(
             rag.pipeline,
-            start_ns=ns_at(day * DAY + i),
+            start_ns=ns_at(day * DAY_S + i),
             duration_ms=retrieval + generation + untracked,
             untracked_ms=untracked,
         )
@@ -129,12 +129,12 @@ def test_only_complete_recent_traces_of_the_pipeline_count(rag: Rag, world: Team
     add_traffic(rag)
     add_traffic(rag, day=0.5)  # older than 7 days before NOW
     incomplete = make_trace(
-        rag.pipeline, start_ns=ns_at(6 * DAY), duration_ms=9000, incomplete=True
+        rag.pipeline, start_ns=ns_at(6 * DAY_S), duration_ms=9000, incomplete=True
     )
-    make_trace(rag.pipeline, start_ns=ns_at(6 * DAY), duration_ms=9000, finalized=False)
+    make_trace(rag.pipeline, start_ns=ns_at(6 * DAY_S), duration_ms=9000, finalized=False)
     assert incomplete.pk
     other = make_pipeline(world.team, "other", budget={"p95": 10})
-    make_trace(other, start_ns=ns_at(6 * DAY), duration_ms=9000)
+    make_trace(other, start_ns=ns_at(6 * DAY_S), duration_ms=9000)
 
     fit = pipeline_fit(pipeline=rag.pipeline, now=NOW)
 

@@ -8,6 +8,7 @@ attacker sends, over plain HTTP, the traces that used to stop analysis for every
 import json
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,43 +26,35 @@ from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.endpoint_helpers import ingest_token
 from tests.processes import celery_worker, wait_for
+from tests.timing import MS
+from tests.traces import HandSpan, otlp_json, span
 
-MS = 1_000_000
 TTFC = "gen_ai.response.time_to_first_chunk"
 VICTIM_TRACES = 200
 
 
-def otlp_json(trace_hex: str, spans: list[dict[str, Any]]) -> bytes:
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "evil"}}]}
-    for span in spans:
-        span["traceId"] = trace_hex
-    return json.dumps(
-        {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]}
-    ).encode()
-
-
-def span(span_id: int, name: str, start: int, end: int, **fields: Any) -> dict[str, Any]:
-    return {
-        "spanId": f"{span_id:016x}", "name": name, "kind": 3,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(end), **fields,
-    }  # fmt: skip
+def evil_span(span_id: int, parent_id: int | None, start: int, end: int, **fields: Any) -> HandSpan:
+    """One of the attacker's spans: a client span of service "evil" unless ``fields`` differ."""
+    fields = {"kind": "client", "service": "evil", "resource": {}, **fields}
+    return span(span_id, parent_id, start, end, **fields)
 
 
 def hostile_bodies() -> dict[str, bytes]:
     t0 = time.time_ns()
-    root = span(1, "POST /chat", t0, t0 + 900 * MS, kind=2)
-    child = {"parentSpanId": f"{1:016x}"}
 
-    def llm(value: dict[str, Any]) -> dict[str, Any]:
-        attributes = [{"key": TTFC, "value": value}]
-        return span(2, "chat gpt", t0, t0 + 800 * MS, attributes=attributes, **child)
+    def request(trace_hex: str, *children: HandSpan) -> bytes:
+        root = evil_span(1, None, t0, t0 + 900 * MS, name="POST /chat", kind="server")
+        return otlp_json(replace(s, trace_id=int(trace_hex, 16)) for s in (root, *children))
 
-    wide = [span(0x1000 + i, f"tool {i}", t0 + i, t0 + i + MS, **child) for i in range(20_000)]
+    def llm(ttfc: float | str) -> HandSpan:
+        return evil_span(2, 1, t0, t0 + 800 * MS, name="chat gpt", attributes={TTFC: ttfc})
+
+    wide = [evil_span(0x1000 + i, 1, t0 + i, t0 + i + MS, name=f"tool {i}") for i in range(20_000)]
     return {
-        "regex": otlp_json("a" * 32, [dict(root), span(2, "a" * 40 + "!", t0, t0 + MS, **child)]),
-        "double": otlp_json("b" * 32, [dict(root), llm({"doubleValue": 1e300})]),
-        "string": otlp_json("c" * 32, [dict(root), llm({"stringValue": "1e300"})]),
-        "wide": otlp_json("d" * 32, [dict(root), *wide]),
+        "regex": request("a" * 32, evil_span(2, 1, t0, t0 + MS, name="a" * 40 + "!")),
+        "double": request("b" * 32, llm(1e300)),
+        "string": request("c" * 32, llm("1e300")),
+        "wide": request("d" * 32, *wide),
     }
 
 

@@ -3,10 +3,9 @@ from typing import Any
 
 import pytest
 
-from apps.pipelines.selectors import pipeline_with_stages
-from apps.pipelines.services import span_rule_create
-from apps.rollups import matching
-from apps.rollups.matching import (
+from apps.analysis import stage_matching as matching
+from apps.analysis.pipeline_routing import PipelineRouter
+from apps.analysis.stage_matching import (
     AFTER_FIRST_TOKEN,
     REGEX,
     UNTIL_FIRST_TOKEN,
@@ -17,9 +16,11 @@ from apps.rollups.matching import (
     StageSpec,
     first_token_ns,
 )
-from apps.rollups.pipeline_matching import PipelineRouter
+from apps.pipelines.selectors import pipeline_with_stages
+from apps.pipelines.services import span_rule_create
 from tests.factories import make_pipeline, make_stage, make_team
-from tests.rollups.builders import MS, span
+from tests.timing import MS
+from tests.traces import span
 
 
 def stage_of(rule: RuleSpec, **span_fields: Any) -> str | None:

@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import RESOLUTIONS, RollupBucket
-from apps.rollups.services.objectives import (
+from apps.rollups.models import RollupBucket
+from apps.rollups.selectors.objectives import (
     OLDER_RESOLUTIONS,
     RECENT_RESOLUTIONS,
     pipeline_objective_status,
-    window_tiles,
 )
+from apps.rollups.selectors.windows import tile_runs
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline
 from tests.rollups.evaluation_data import T0, put_bucket
@@ -117,7 +118,9 @@ def test_tiles_cover_the_window_once_with_aligned_buckets(
     start: int, length: int, recent: bool
 ) -> None:
     resolutions = RECENT_RESOLUTIONS if recent else OLDER_RESOLUTIONS
-    tiles = sorted(window_tiles(start, start + length, resolutions), key=lambda t: t[1])
+    tiles = sorted(
+        tile_runs(start=start, end=start + length, resolutions=resolutions), key=lambda t: t[1]
+    )
     finest = resolutions[-1]
     assert tiles[0][1] == start - start % finest
     assert tiles[-1][2] == -(-(start + length) // finest) * finest

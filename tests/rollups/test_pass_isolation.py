@@ -5,22 +5,23 @@ from datetime import UTC, datetime
 import numpy as np
 from django.core.management import call_command
 
+from apps.analysis.models import DirtyBucket
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import BudgetEvaluation, DirtyBucket, RollupBucket, Violation
+from apps.rollups.models import BudgetEvaluation, RollupBucket, Violation
+from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.services.evaluation import budgets_check_promptly, budgets_evaluate
-from apps.rollups.services.rollup import rollups_process_dirty
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.rollups.evaluation_data import at, put_rollup
 from tests.rollups.refusals import refused_rows
 from tests.rollups.rollup_data import (
     NEW_YEAR_S,
-    S,
     add_random_traces,
     assert_rollups_exact,
     make_rollup_pipeline,
 )
+from tests.timing import S
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 

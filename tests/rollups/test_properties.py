@@ -5,9 +5,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.rollups.attribution import TraceAttribution, attribute_trace
-from apps.rollups.critical_path import find_root
-from apps.rollups.matching import (
+from apps.analysis.attribution import TraceAttribution, attribute_trace
+from apps.analysis.critical_path import find_root
+from apps.analysis.spans import Span
+from apps.analysis.stage_matching import (
     AFTER_FIRST_TOKEN,
     REGEX,
     UNTIL_FIRST_TOKEN,
@@ -15,8 +16,7 @@ from apps.rollups.matching import (
     StageMatcher,
     StageSpec,
 )
-from apps.rollups.spans import Span
-from tests.rollups.builders import span
+from tests.traces import span
 
 NAMES = ("chat", "retrieve", "embed", "tool.call", "plan", "other")
 SPECS = [
@@ -40,7 +40,7 @@ MATCHER = StageMatcher(SPECS)
 def traces(draw: st.DrawFn) -> list[Span]:
     count = draw(st.integers(min_value=1, max_value=25))
     ids = [f"s{i}" for i in range(count)]
-    spans = []
+    spans: list[Span] = []
     for i, span_id in enumerate(ids):
         if i == 0:
             parent = None
@@ -79,7 +79,7 @@ def traces(draw: st.DrawFn) -> list[Span]:
                 service=draw(st.sampled_from(("api", "tools"))),
                 attributes=attributes,
                 events=events,
-                error=draw(st.integers(0, 9)) == 0,
+                status="error" if draw(st.integers(0, 9)) == 0 else "unset",
             )
         )
     return spans

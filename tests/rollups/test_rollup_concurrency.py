@@ -13,19 +13,18 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from apps.rollups.models import DirtyBucket
-from apps.rollups.services import rollup_compute
-from apps.rollups.services.rollup import RollupResult, rollups_process_dirty
+from apps.analysis.models import DirtyBucket
+from apps.rollups.services import bucket_compute as rollup_compute
+from apps.rollups.services.bucket_pass import RollupResult, rollups_process_dirty
 from tests.conftest import TeamWorld
 from tests.rollups.rollup_data import (
-    MS,
     NEW_YEAR_S,
-    S,
     add_random_traces,
     add_trace,
     assert_rollups_exact,
     make_rollup_pipeline,
 )
+from tests.timing import MS, S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,22 +4,19 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from django.utils import timezone
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
 
+from apps.analysis.models import DirtyBucket
+from apps.analysis.services.finalize import traces_finalize_due
+from apps.core.time import RESOLUTIONS
 from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-from apps.rollups.models import E2E_STAGE_ID, RESOLUTIONS, DirtyBucket, RollupBucket
-from apps.rollups.services.finalize import traces_finalize_due
-from apps.rollups.services.rollup import rollups_process_dirty
+from apps.rollups.models import E2E_STAGE_ID, RollupBucket
+from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.teams.models import Team
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
-from tests.ingest.sdk import encode, readable
 from tests.rollups.rollup_data import (
-    MS,
     NEW_YEAR_S,
-    S,
     add_random_traces,
     add_trace,
     assert_rollups_exact,
@@ -27,6 +24,8 @@ from tests.rollups.rollup_data import (
     refinalize,
     stored_rollups,
 )
+from tests.timing import MS, S
+from tests.traces import HandSpan, encode, span
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 
@@ -125,7 +124,7 @@ def test_processing_twice_without_changes_gives_the_same_rows(world: TeamWorld) 
     assert assert_rollups_exact(pipeline)
 
 
-def _store(team: Team, spans: list[ReadableSpan]) -> None:
+def _store(team: Team, spans: list[HandSpan]) -> None:
     raw_batch_store(
         team=team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
         span_count=len(spans),
@@ -139,13 +138,13 @@ def test_a_late_span_from_ingestion_is_counted_once_with_its_new_values(
     pipeline = make_pipeline(world.team, "chat", match_root_span="POST /chat")
     make_rule(make_stage(pipeline, "llm"), span_name="chat*")
     t0 = int((timezone.now() - timedelta(minutes=5)).timestamp()) * S
-    root = readable("POST /chat", 0x10, kind=SpanKind.SERVER, start=t0, end=t0 + 900 * MS)
-    _store(world.team, [root, readable("chat a", 0x20, 0x10, start=t0, end=t0 + 300 * MS)])
+    root = span(0x10, None, t0, t0 + 900 * MS, name="POST /chat", kind="server")
+    _store(world.team, [root, span(0x20, 0x10, t0, t0 + 300 * MS, name="chat a")])
     traces_finalize_due(now=timezone.now() + timedelta(minutes=1))
     rollups_process_dirty()
     assert e2e_counts(pipeline.pk) == dict.fromkeys(RESOLUTIONS, 1)
 
-    _store(world.team, [readable("chat b", 0x30, 0x10, start=t0 + 300 * MS, end=t0 + 800 * MS)])
+    _store(world.team, [span(0x30, 0x10, t0 + 300 * MS, t0 + 800 * MS, name="chat b")])
     assert traces_finalize_due(now=timezone.now() + timedelta(minutes=1)).traces == 1
     rollups_process_dirty()
 

@@ -7,20 +7,20 @@ import numpy as np
 import pytest
 from django.db import OperationalError
 
-from apps.rollups.models import DirtyBucket, RollupBucket
-from apps.rollups.services import rollup_compute
-from apps.rollups.services.rollup import rollups_process_dirty
+from apps.analysis.models import DirtyBucket
+from apps.rollups.models import RollupBucket
+from apps.rollups.services import bucket_compute as rollup_compute
+from apps.rollups.services.bucket_pass import rollups_process_dirty
 from tests.conftest import TeamWorld
 from tests.rollups.rollup_data import (
-    MS,
     NEW_YEAR_S,
-    S,
     add_random_traces,
     assert_rollups_exact,
     make_rollup_pipeline,
     refinalize,
     snapshot,
 )
+from tests.timing import MS, S
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 

@@ -6,22 +6,22 @@ import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from apps.rollups.models import E2E_STAGE_ID, DirtyBucket, Measure, RollupBucket
-from apps.rollups.services.rollup import rollups_process_dirty
-from apps.rollups.services.rollup_retention import rollups_expire
-from apps.rollups.sketch import Sketch
+from apps.analysis.models import DirtyBucket
+from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+from apps.rollups.services.bucket_pass import rollups_process_dirty
+from apps.rollups.services.retention import rollups_expire
+from apps.rollups.sketches.ddsketch import Sketch
 from apps.rollups.tasks import expire_rollups, process_dirty_rollups
 from tests.conftest import TeamWorld
 from tests.rollups.rollup_data import (
-    MS,
     NEW_YEAR_S,
-    S,
     add_random_traces,
     add_trace,
     assert_rollups_exact,
     make_rollup_pipeline,
     snapshot,
 )
+from tests.timing import MS, S
 
 NEW_YEAR = datetime.fromtimestamp(NEW_YEAR_S, tz=UTC)
 

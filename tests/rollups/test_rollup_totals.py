@@ -6,23 +6,16 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
+from apps.analysis.models import DirtyBucket
+from apps.core.time import RESOLUTIONS
 from apps.ingest.models import Trace
-from apps.rollups.models import (
-    E2E_STAGE_ID,
-    RESOLUTIONS,
-    UNTRACKED_STAGE_ID,
-    DirtyBucket,
-    Measure,
-    RollupBucket,
-)
-from apps.rollups.services.rollup import rollups_process_dirty
-from apps.rollups.sketch import Sketch
+from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.services.bucket_pass import rollups_process_dirty
+from apps.rollups.sketches.ddsketch import Sketch
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline
 from tests.rollups.rollup_data import (
-    MS,
     NEW_YEAR_S,
-    S,
     add_random_traces,
     add_trace,
     assert_rollups_exact,
@@ -30,6 +23,7 @@ from tests.rollups.rollup_data import (
     snapshot,
     stored_rollups,
 )
+from tests.timing import MS, S
 
 # Shortly after the data below: every resolution is built by merging.
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
@@ -180,18 +174,18 @@ def test_a_bucket_of_a_deleted_pipeline_is_emptied_at_every_resolution(
 def test_a_trace_finalized_from_ingested_spans_reaches_every_resolution(
     world: TeamWorld,
 ) -> None:
+    from apps.analysis.services.finalize import traces_finalize_due
     from apps.ingest.models import Encoding
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-    from apps.rollups.services.finalize import traces_finalize_due
     from tests.factories import make_rule, make_stage
-    from tests.ingest.sdk import encode, readable
+    from tests.traces import encode, span
 
     pipeline = make_pipeline(world.team, "chat", match_root_span="POST /chat")
     make_rule(make_stage(pipeline, "retrieval"), span_name="vector.search*")
     t0 = int((timezone.now() - timedelta(minutes=5)).timestamp()) * S
     spans = [
-        readable("POST /chat", 0x10, start=t0, end=t0 + 900 * MS),
-        readable("vector.search", 0x20, 0x10, start=t0 + 10 * MS, end=t0 + 210 * MS),
+        span(0x10, None, t0, t0 + 900 * MS, name="POST /chat"),
+        span(0x20, 0x10, t0 + 10 * MS, t0 + 210 * MS, name="vector.search"),
     ]
     raw_batch_store(
         team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),

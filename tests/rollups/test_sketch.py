@@ -8,8 +8,8 @@ import pytest
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from apps.rollups import sketch as sketch_module
-from apps.rollups.sketch import (
+from apps.rollups.sketches import ddsketch as sketch_module
+from apps.rollups.sketches.ddsketch import (
     GAMMA,
     MAX_VALUE_MS,
     MIN_INDEXABLE_MS,

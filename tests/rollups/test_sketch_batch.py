@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.rollups.sketch import MAX_VALUE_MS, Sketch
-from apps.rollups.sketch_batch import merged_from_bytes, merged_groups
-from apps.rollups.sketch_codec_batch import decode_many
+from apps.rollups.sketches.codec_batch import decode_many
+from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
+from apps.rollups.sketches.merge_batch import merged_from_bytes, merged_groups
 
 
 def lognormal(count: int, seed: int, sigma: float = 0.6) -> np.ndarray:

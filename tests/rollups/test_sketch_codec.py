@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.rollups import sketch_codec
-from apps.rollups.sketch import MAX_VALUE_MS, Sketch
+from apps.rollups.sketches import codec as sketch_codec
+from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
 
 
 def lognormal_minute(count: int, seed: int) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
-from apps.rollups.sketch import MAX_VALUE_MS, RELATIVE_ACCURACY, Sketch, key, value
+from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, RELATIVE_ACCURACY, Sketch, key, value
 
 QS = (0.5, 0.9, 0.95, 0.99)
 BOUND = RELATIVE_ACCURACY + 1e-12

@@ -1,9 +1,7 @@
 import pytest
 
-from apps.pipelines.presets import pipeline_create_from_preset
-from apps.pipelines.selectors import pipeline_with_stages
-from apps.rollups.attribution import attribute_trace
-from apps.rollups.matching import (
+from apps.analysis.attribution import attribute_trace
+from apps.analysis.stage_matching import (
     REGEX,
     UNTIL_FIRST_TOKEN,
     RuleSpec,
@@ -11,9 +9,12 @@ from apps.rollups.matching import (
     StageSpec,
     stage_specs_from_pipeline,
 )
+from apps.pipelines.presets import pipeline_create_from_preset
+from apps.pipelines.selectors import pipeline_with_stages
 from apps.teams.models import Team
 from tests.factories import make_pipeline, make_rule, make_stage, make_team
-from tests.rollups.builders import MS, span
+from tests.timing import MS
+from tests.traces import span
 
 pytestmark = pytest.mark.django_db
 

@@ -9,20 +9,25 @@ from django.core.exceptions import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.rollups.models import E2E_STAGE_ID, RESOLUTIONS, Measure, RollupBucket
+from apps.core.time import RESOLUTIONS
+from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.windows import (
     Tile,
+    TileRun,
     requested_bounds,
     resolution_availability,
+    tile_runs,
     tile_window,
     tiles_filter,
     window_tiles,
 )
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline
-from tests.rollups.bucket_rows import MS, HandTrace, store_rollups
-
-DAY, HOUR, MINUTE = 86400, 3600, 60
+from tests.rollups.bucket_rows import HandTrace, store_rollups
+from tests.timing import DAY_S as DAY
+from tests.timing import HOUR_S as HOUR
+from tests.timing import MINUTE_S as MINUTE
+from tests.timing import MS
 
 
 def at(text: str) -> int:
@@ -67,6 +72,42 @@ def test_an_hour_aligned_window_takes_only_hours() -> None:
 def test_unaligned_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="multiples of 10 seconds"):
         tile_window(start=at("2025-01-15 09:00:05"), end=at("2025-01-15 10:00:00"))
+
+
+def test_with_fewer_resolutions_the_finest_takes_the_buckets_the_edges_fall_in() -> None:
+    runs = tile_runs(
+        start=at("2025-01-15 10:00:25"), end=at("2025-01-15 10:03:05"), resolutions=(MINUTE, 10)
+    )
+    assert runs == [
+        TileRun(10, at("2025-01-15 10:00:20"), at("2025-01-15 10:01:00")),
+        TileRun(MINUTE, at("2025-01-15 10:01:00"), at("2025-01-15 10:03:00")),
+        TileRun(10, at("2025-01-15 10:03:00"), at("2025-01-15 10:03:10")),
+    ]
+
+
+def test_a_window_inside_one_bucket_of_the_only_resolution_takes_that_bucket() -> None:
+    runs = tile_runs(
+        start=at("2025-01-15 10:20:00"), end=at("2025-01-15 10:40:00"), resolutions=(HOUR,)
+    )
+    assert runs == [TileRun(HOUR, at("2025-01-15 10:00:00"), at("2025-01-15 11:00:00"))]
+    assert tile_runs(start=at("2025-01-15 10:20:00"), end=at("2025-01-15 10:20:00")) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.integers(min_value=0, max_value=10 * DAY // 10),
+    length=st.integers(min_value=1, max_value=10 * DAY // 10),
+)
+def test_the_window_tiles_are_the_runs_of_every_resolution_bucket_by_bucket(
+    start: int, length: int
+) -> None:
+    low = at("2025-01-01 00:00:00") + start * 10
+    high = low + length * 10
+    runs = tile_runs(start=low, end=high)
+    assert [tile for run in runs for tile in run.tiles()] == tile_window(start=low, end=high)
+    for previous, following in itertools.pairwise(runs):
+        assert previous.end == following.start
+        assert previous.resolution != following.resolution
 
 
 @settings(max_examples=300, deadline=None)

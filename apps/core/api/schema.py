@@ -1,30 +1,9 @@
-"""OpenAPI pieces shared by every API view: the Bearer scheme, the error body, filters."""
-
-from typing import Any
+"""OpenAPI pieces shared by every API view: the error body and filters."""
 
 from django_filters import ChoiceFilter, FilterSet
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
-
-from apps.core.api.team import TEAM_PARAMETERS
-from apps.teams.tokens import API_TOKEN_PREFIX
-
-
-class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.teams.authentication.ApiTokenAuthentication"
-    name = "bearerAuth"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": (
-                f"A personal API token ({API_TOKEN_PREFIX}…), created under API tokens "
-                "in the web app: `Authorization: Bearer <token>`."
-            ),
-        }
 
 
 class ErrorDetailSerializer(serializers.Serializer):
@@ -73,25 +52,3 @@ def filterset_parameters(filterset_class: type[FilterSet]) -> list[OpenApiParame
             )
         )
     return parameters
-
-
-def team_schema(
-    *,
-    summary: str,
-    description: str | None = None,
-    responses: dict[int, Any],
-    request: Any = None,
-    parameters: list[OpenApiParameter] | None = None,
-    write: bool = False,
-    tags: list[str] | None = None,
-) -> Any:
-    """``extend_schema`` for an operation on the current team: team selection and its errors."""
-    codes = [400, 401, 404] + ([403] if write else []) + ([413] if request is not None else [])
-    return extend_schema(
-        summary=summary,
-        description=description,
-        request=request,
-        responses={**responses, **error_responses(*codes)},
-        parameters=[*TEAM_PARAMETERS, *(parameters or [])],
-        tags=tags,
-    )

@@ -3,16 +3,15 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from apps.core.htmx import HtmxHttpRequest
+from apps.teams.current_team import current_team_slug
 from apps.teams.selectors import teams_for_user
-
-CURRENT_TEAM_SESSION_KEY = "current_team"
 
 
 @login_required
 def home(request: HtmxHttpRequest) -> HttpResponse:
     """Send the user to the team they used last, or to create their first team."""
     teams = teams_for_user(user=request.user)
-    slug = request.session.get(CURRENT_TEAM_SESSION_KEY)
+    slug = current_team_slug(request)
     team = teams.filter(slug=slug).first() if slug else None
     team = team or teams.first()
     if team is None:

@@ -1,6 +1,5 @@
 """The trace explorer: recent traces, one trace's waterfall, and unmatched traffic."""
 
-from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -9,28 +8,21 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
-from apps.core.htmx import HtmxHttpRequest
+from apps.analysis.selectors import MAX_WATERFALL_SPANS, trace_analysis
+from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_reason
+from apps.core.time import ns_to_datetime, ns_to_ms
 from apps.dashboards.views.filters import TraceFilterForm, WindowForm
-from apps.dashboards.views.home import CURRENT_TEAM_SESSION_KEY
 from apps.dashboards.views.waterfall import ticks, waterfall_rows
 from apps.ingest.access import trace_for_user
 from apps.ingest.models import TraceState
-from apps.ingest.selectors import (
-    MAX_WATERFALL_SPANS,
-    TracePage,
-    ns_to_datetime,
-    ns_to_ms,
-    trace_analysis,
-    traces_page,
-    unmatched_traffic,
-)
+from apps.ingest.selectors import TracePage, traces_page, unmatched_traffic
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.access import membership_for_user
+from apps.teams.current_team import current_team_remember
 
 LIST = "dashboards/traces.html"
 DETAIL = "dashboards/trace_detail.html"
@@ -39,20 +31,11 @@ PAGE_SIZE = 50
 TEASER_ROWS = 5
 
 
-def _render(
-    request: HtmxHttpRequest, template: str, partial: str, context: dict[str, Any]
-) -> HttpResponse:
-    response = render(request, f"{template}#{partial}" if request.htmx else template, context)
-    # One URL serves the page and its fragment: caches must keep them apart.
-    patch_vary_headers(response, ("HX-Request",))
-    return response
-
-
 @login_required
 @require_GET
 def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
-    request.session[CURRENT_TEAM_SESSION_KEY] = membership.team.slug
+    current_team_remember(request, membership.team)
     form = TraceFilterForm(request.GET, pipelines=list(pipelines_for_team(team=membership.team)))
     page = TracePage([], None)
     next_query = None
@@ -78,7 +61,7 @@ def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "first_query": first_query,
         "paged": bool(request.GET.get("cursor")),
     }
-    return _render(request, LIST, "results", context)
+    return render_page(request, LIST, context, partial="results")
 
 
 @login_required
@@ -133,4 +116,4 @@ def unmatched_traffic_view(request: HtmxHttpRequest, team_slug: str) -> HttpResp
         "compact": compact,
         "create_url": reverse("pipelines:create", kwargs={"team_slug": membership.team.slug}),
     }
-    return _render(request, UNMATCHED, "summary", context)
+    return render_page(request, UNMATCHED, context, partial="summary")

@@ -3,10 +3,11 @@
 from dataclasses import dataclass, replace
 from typing import Any
 
+from apps.analysis.selectors import TraceAnalysis, WaterfallRow
+from apps.analysis.spans import Span
+from apps.analysis.stage_matching import TIME_TO_FIRST_CHUNK, first_token_ns
+from apps.core.time import ns_to_ms
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
-from apps.ingest.selectors import TraceAnalysis, WaterfallRow, ns_to_ms
-from apps.rollups.matching import TIME_TO_FIRST_CHUNK, first_token_ns
-from apps.rollups.spans import Span
 
 TICKS = 5
 MAX_INDENT = 24  # deeper spans stop moving right, so their names stay readable

@@ -8,6 +8,8 @@ import re
 from datetime import date
 from functools import lru_cache
 
+from apps.core.time import NS_PER_S, S_PER_DAY
+
 _RFC3339 = re.compile(
     r"(\d{4}-\d\d-\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d\d):(\d\d))\Z",
     re.ASCII,
@@ -37,7 +39,7 @@ def parse_rfc3339_ns(text: str) -> int | None:
     hours, minutes, secs = int(hour), int(minute), int(second)
     if days is None or hours > 23 or minutes > 59 or secs > 60:
         return None
-    seconds = days * 86400 + hours * 3600 + minutes * 60 + secs
+    seconds = days * S_PER_DAY + hours * 3600 + minutes * 60 + secs
     if sign:
         hours, minutes = int(offset_hours), int(offset_minutes)
         if hours > 23 or minutes > 59:
@@ -45,4 +47,4 @@ def parse_rfc3339_ns(text: str) -> int | None:
         offset = hours * 3600 + minutes * 60
         seconds -= offset if sign == "+" else -offset
     nanos = int(fraction.ljust(9, "0")) if fraction else 0
-    return seconds * 1_000_000_000 + nanos
+    return seconds * NS_PER_S + nanos

@@ -1,13 +1,5 @@
-"""Reads for the trace explorer: trace pages, one trace's analysis, unmatched traffic."""
+"""Reads for the trace explorer: trace pages and unmatched traffic."""
 
-from apps.ingest.selectors.analysis import (
-    MAX_WATERFALL_SPANS,
-    SpanPart,
-    StageBreakdown,
-    TraceAnalysis,
-    WaterfallRow,
-    trace_analysis,
-)
 from apps.ingest.selectors.traces import (
     UNMATCHED,
     TraceCursor,
@@ -15,8 +7,6 @@ from apps.ingest.selectors.traces import (
     TracePage,
     TraceStatus,
     TraceSummary,
-    ns_to_datetime,
-    ns_to_ms,
     pipeline_for_filter,
     traces_for_team,
     traces_page,
@@ -32,12 +22,8 @@ from apps.ingest.selectors.unmatched import (
 
 __all__ = [
     "DEFAULT_WINDOW",
-    "MAX_WATERFALL_SPANS",
     "UNMATCHED",
     "WINDOWS",
-    "SpanPart",
-    "StageBreakdown",
-    "TraceAnalysis",
     "TraceCursor",
     "TraceFilters",
     "TracePage",
@@ -45,12 +31,8 @@ __all__ = [
     "TraceSummary",
     "UnmatchedGroup",
     "UnmatchedSummary",
-    "WaterfallRow",
-    "ns_to_datetime",
-    "ns_to_ms",
     "pipeline_for_filter",
     "root_span_glob",
-    "trace_analysis",
     "traces_for_team",
     "traces_page",
     "unmatched_traffic",

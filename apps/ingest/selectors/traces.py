@@ -3,17 +3,17 @@
 import base64
 import binascii
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db.models import ExpressionWrapper, F, Q, QuerySet
 from django.db.models.enums import TextChoices
 from django.db.models.fields import BigIntegerField
 
+from apps.core.time import NS_PER_MS, ns_to_datetime, ns_to_ms
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
 
-NS_PER_MS = 1_000_000
 MAX_INT64 = 2**63 - 1
 UNMATCHED = "unmatched"
 
@@ -22,20 +22,6 @@ class TraceStatus(TextChoices):
     ERROR = "error", "error"
     INCOMPLETE = "incomplete", "incomplete"
     OK = "ok", "ok (no error, complete)"
-
-
-def ns_to_datetime(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).replace(
-        microsecond=(ns % 1_000_000_000) // 1000
-    )
-
-
-def datetime_to_ns(moment: datetime) -> int:
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-
-
-def ns_to_ms(ns: int) -> float:
-    return round(ns / NS_PER_MS, 3)
 
 
 @dataclass(frozen=True)

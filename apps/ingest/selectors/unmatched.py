@@ -22,8 +22,8 @@ from django.db.models import (
 from django.db.models.fields import BigIntegerField
 from django.utils import timezone
 
+from apps.core.time import datetime_to_ns, ns_to_datetime, ns_to_ms
 from apps.ingest.models import ANALYZED_STATES, Trace
-from apps.ingest.selectors.traces import datetime_to_ns, ns_to_datetime, ns_to_ms
 from apps.teams.models import Team
 
 WINDOWS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1),

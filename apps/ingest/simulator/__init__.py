@@ -6,8 +6,8 @@ sleeps inside a span, so a single process can produce hundreds of traces per sec
 only the pacing between traces follows the wall clock.
 """
 
-from apps.ingest.simulator.plan import Profile, TracePlanner, TraceShape, shape_for_pipeline
 from apps.ingest.simulator.send import CountingExporter, drain, emit_trace, run_paced
+from apps.ingest.simulator.traffic_plan import Profile, TracePlanner, TraceShape, shape_for_pipeline
 
 __all__ = [
     "CountingExporter",

@@ -11,14 +11,15 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from apps.ingest.simulator.plan import MS, TracePlan, TracePlanner
+from apps.core.time import NS_PER_MS
+from apps.ingest.simulator.traffic_plan import TracePlan, TracePlanner
 
 
 def emit_trace(*, tracer: Tracer, plan: TracePlan, start_ns: int) -> None:
     """Replay a plan into the tracer; spans end in time order, children before parents."""
 
     def at(offset_ms: float) -> int:
-        return start_ns + round(offset_ms * MS)
+        return start_ns + round(offset_ms * NS_PER_MS)
 
     spans: list[trace.Span] = []
     depth: list[int] = []
@@ -131,7 +132,7 @@ def run_paced(
             continue
         plan = planner.plan()
         end_ns = time.time_ns()
-        emit_trace(tracer=tracer, plan=plan, start_ns=end_ns - round(plan.root.end_ms * MS))
+        emit_trace(tracer=tracer, plan=plan, start_ns=end_ns - round(plan.root.end_ms * NS_PER_MS))
         stats.traces += 1
         stats.spans += len(plan.spans)
         stats.errors += plan.error

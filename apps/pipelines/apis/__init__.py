@@ -1,7 +1,7 @@
 """REST API for a team's pipelines, their stages and span rules.
 
 One view per operation, each with its input serializer; writes go through the
-services, reads through the selectors. The team comes from apps.core.api.team.
+services, reads through the selectors. The team comes from apps.teams.request_team.
 """
 
 from apps.pipelines.apis.pipelines import (

@@ -8,11 +8,11 @@ from rest_framework.response import Response
 from apps.core.api.errors import api_field_names
 from apps.core.api.filters import NameOrSlugFilter, filter_queryset
 from apps.core.api.pagination import DefaultPagination, paginated_response
-from apps.core.api.schema import filterset_parameters, team_schema
-from apps.core.api.team import membership_for_request
+from apps.core.api.schema import filterset_parameters
 from apps.core.api.views import ApiView
 from apps.pipelines import services
-from apps.pipelines.apis.common import (
+from apps.pipelines.access import pipeline_for_request
+from apps.pipelines.apis.serializers import (
     PIPELINE_ERROR_FIELDS,
     BudgetField,
     EvaluationInput,
@@ -20,7 +20,6 @@ from apps.pipelines.apis.common import (
     ObjectiveInput,
     PipelineDetailOutput,
     PipelineSummaryOutput,
-    _pipeline,
     _pipeline_fields,
     evaluation_defaults,
 )
@@ -28,6 +27,8 @@ from apps.pipelines.selectors import (
     pipeline_with_stages,
     pipelines_for_team,
 )
+from apps.teams.api_schema import team_schema
+from apps.teams.request_team import membership_for_request
 
 
 class PipelineListApi(ApiView):
@@ -92,7 +93,7 @@ class PipelineDetailApi(ApiView):
         tags=["pipelines"],
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug)
+        pipeline = pipeline_for_request(request, pipeline_slug)
         return Response(PipelineDetailOutput(pipeline_with_stages(pipeline=pipeline)).data)
 
 
@@ -100,7 +101,7 @@ class PipelineUpdateApi(ApiView):
     InputSerializer = PipelineCreateApi.InputSerializer
 
     def _update(self, request: Request, pipeline_slug: str, *, partial: bool) -> Response:
-        pipeline = _pipeline(request, pipeline_slug, write=True)
+        pipeline = pipeline_for_request(request, pipeline_slug, write=True)
         serializer = self.InputSerializer(data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         with api_field_names(PIPELINE_ERROR_FIELDS):
@@ -146,5 +147,5 @@ class PipelineDeleteApi(ApiView):
         tags=["pipelines"],
     )
     def delete(self, request: Request, pipeline_slug: str) -> Response:
-        services.pipeline_delete(pipeline=_pipeline(request, pipeline_slug, write=True))
+        services.pipeline_delete(pipeline=pipeline_for_request(request, pipeline_slug, write=True))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,14 +8,13 @@ from rest_framework.response import Response
 
 from apps.core.api.filters import filter_queryset
 from apps.core.api.pagination import DefaultPagination, paginated_response
-from apps.core.api.schema import filterset_parameters, team_schema
+from apps.core.api.schema import filterset_parameters
 from apps.core.api.views import ApiView
 from apps.pipelines import services
-from apps.pipelines.apis.common import (
+from apps.pipelines.access import span_rule_for_request, stage_for_request
+from apps.pipelines.apis.serializers import (
     AttributesField,
     SpanRuleOutput,
-    _rule,
-    _stage,
 )
 from apps.pipelines.models import (
     NameMatch,
@@ -25,6 +24,7 @@ from apps.pipelines.models import (
 from apps.pipelines.selectors import (
     span_rules_for_stage,
 )
+from apps.teams.api_schema import team_schema
 
 
 class SpanRuleFilter(FilterSet):
@@ -48,7 +48,7 @@ class SpanRuleListApi(ApiView):
         tags=["span rules"],
     )
     def get(self, request: Request, pipeline_slug: str, stage_slug: str) -> Response:
-        stage = _stage(request, pipeline_slug, stage_slug)
+        stage = stage_for_request(request, pipeline_slug, stage_slug)
         rules = filter_queryset(
             filterset_class=self.FilterSet,
             request=request,
@@ -83,7 +83,7 @@ class SpanRuleCreateApi(ApiView):
         tags=["span rules"],
     )
     def post(self, request: Request, pipeline_slug: str, stage_slug: str) -> Response:
-        stage = _stage(request, pipeline_slug, stage_slug, write=True)
+        stage = stage_for_request(request, pipeline_slug, stage_slug, write=True)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         rule = services.span_rule_create(stage=stage, **serializer.validated_data)
@@ -93,7 +93,9 @@ class SpanRuleCreateApi(ApiView):
 class SpanRuleDetailApi(ApiView):
     @team_schema(summary="A span rule", responses={200: SpanRuleOutput}, tags=["span rules"])
     def get(self, request: Request, pipeline_slug: str, stage_slug: str, rule_id: int) -> Response:
-        return Response(SpanRuleOutput(_rule(request, pipeline_slug, stage_slug, rule_id)).data)
+        return Response(
+            SpanRuleOutput(span_rule_for_request(request, pipeline_slug, stage_slug, rule_id)).data
+        )
 
 
 class SpanRuleUpdateApi(ApiView):
@@ -109,7 +111,7 @@ class SpanRuleUpdateApi(ApiView):
     def patch(
         self, request: Request, pipeline_slug: str, stage_slug: str, rule_id: int
     ) -> Response:
-        rule = _rule(request, pipeline_slug, stage_slug, rule_id, write=True)
+        rule = span_rule_for_request(request, pipeline_slug, stage_slug, rule_id, write=True)
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         rule = services.span_rule_update(rule=rule, **serializer.validated_data)
@@ -127,6 +129,6 @@ class SpanRuleDeleteApi(ApiView):
         self, request: Request, pipeline_slug: str, stage_slug: str, rule_id: int
     ) -> Response:
         services.span_rule_delete(
-            rule=_rule(request, pipeline_slug, stage_slug, rule_id, write=True)
+            rule=span_rule_for_request(request, pipeline_slug, stage_slug, rule_id, write=True)
         )
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,20 +8,20 @@ from rest_framework.response import Response
 from apps.core.api.errors import api_field_names
 from apps.core.api.filters import NameOrSlugFilter, filter_queryset
 from apps.core.api.pagination import DefaultPagination, paginated_response
-from apps.core.api.schema import filterset_parameters, team_schema
+from apps.core.api.schema import filterset_parameters
 from apps.core.api.views import ApiView
 from apps.pipelines import services
-from apps.pipelines.apis.common import (
+from apps.pipelines.access import pipeline_for_request, stage_for_request
+from apps.pipelines.apis.serializers import (
     STAGE_ERROR_FIELDS,
     StageBudgetField,
     StageOutput,
-    _pipeline,
-    _stage,
     _stage_fields,
 )
 from apps.pipelines.selectors import (
     stages_for_pipeline,
 )
+from apps.teams.api_schema import team_schema
 
 
 class StageListApi(ApiView):
@@ -35,7 +35,7 @@ class StageListApi(ApiView):
         tags=["stages"],
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug)
+        pipeline = pipeline_for_request(request, pipeline_slug)
         stages = filter_queryset(
             filterset_class=self.FilterSet,
             request=request,
@@ -63,7 +63,7 @@ class StageCreateApi(ApiView):
         tags=["stages"],
     )
     def post(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug, write=True)
+        pipeline = pipeline_for_request(request, pipeline_slug, write=True)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with api_field_names(STAGE_ERROR_FIELDS):
@@ -76,7 +76,7 @@ class StageCreateApi(ApiView):
 class StageDetailApi(ApiView):
     @team_schema(summary="A stage with its rules", responses={200: StageOutput}, tags=["stages"])
     def get(self, request: Request, pipeline_slug: str, stage_slug: str) -> Response:
-        return Response(StageOutput(_stage(request, pipeline_slug, stage_slug)).data)
+        return Response(StageOutput(stage_for_request(request, pipeline_slug, stage_slug)).data)
 
 
 class StageUpdateApi(ApiView):
@@ -90,7 +90,7 @@ class StageUpdateApi(ApiView):
         tags=["stages"],
     )
     def patch(self, request: Request, pipeline_slug: str, stage_slug: str) -> Response:
-        stage = _stage(request, pipeline_slug, stage_slug, write=True)
+        stage = stage_for_request(request, pipeline_slug, stage_slug, write=True)
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         with api_field_names(STAGE_ERROR_FIELDS):
@@ -106,7 +106,9 @@ class StageDeleteApi(ApiView):
         tags=["stages"],
     )
     def delete(self, request: Request, pipeline_slug: str, stage_slug: str) -> Response:
-        services.stage_delete(stage=_stage(request, pipeline_slug, stage_slug, write=True))
+        services.stage_delete(
+            stage=stage_for_request(request, pipeline_slug, stage_slug, write=True)
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -129,7 +131,7 @@ class StageReorderApi(ApiView):
         tags=["stages"],
     )
     def post(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug, write=True)
+        pipeline = pipeline_for_request(request, pipeline_slug, write=True)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         order = serializer.validated_data["order"]

@@ -11,9 +11,9 @@ from apps.pipelines.config_as_code.apply import (
     config_apply_text,
     config_preview,
 )
+from apps.pipelines.config_as_code.document_export import config_export
+from apps.pipelines.config_as_code.document_schema import Document, parse_document
 from apps.pipelines.config_as_code.errors import ConfigApplyError, ConfigError, ConfigInvalid
-from apps.pipelines.config_as_code.export import config_export
-from apps.pipelines.config_as_code.schema import Document, parse_document
 from apps.pipelines.config_as_code.steps import Plan
 
 __all__ = [

@@ -3,9 +3,9 @@
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from apps.pipelines.config_as_code.document_plan import plan_document
+from apps.pipelines.config_as_code.document_schema import Document, parse_document
 from apps.pipelines.config_as_code.errors import ConfigApplyError, ConfigError, ConfigInvalid
-from apps.pipelines.config_as_code.plan import plan_document
-from apps.pipelines.config_as_code.schema import Document, parse_document
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
 from apps.teams.models import Team
 from apps.teams.services import team_create

@@ -6,12 +6,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.api.schema import team_schema
-from apps.core.api.team import team_slug_for_request
 from apps.core.api.views import ApiView
-from apps.pipelines.access import pipeline_for_user
+from apps.pipelines.access import pipeline_for_request
 from apps.pipelines.models import Percentile
-from apps.rollups.services.fit import HEADROOM, PipelineFit, pipeline_fit
+from apps.rollups.selectors.fit import HEADROOM, PipelineFit, pipeline_fit
+from apps.teams.api_schema import team_schema
 
 
 class FitEndToEndOutput(serializers.Serializer):
@@ -120,9 +119,5 @@ class PipelineFitApi(ApiView):
         tags=["objectives"],
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        _, pipeline = pipeline_for_user(
-            user=request.user,
-            team_slug=team_slug_for_request(request),
-            pipeline_slug=pipeline_slug,
-        )
+        pipeline = pipeline_for_request(request, pipeline_slug)
         return Response(FitOutput(fit_data(pipeline_fit(pipeline=pipeline))).data)

@@ -8,11 +8,10 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.api.schema import team_schema
-from apps.core.api.team import team_slug_for_request
 from apps.core.api.views import ApiView
-from apps.pipelines.access import pipeline_for_user
-from apps.rollups.services.objectives import ObjectiveStatus, pipeline_objective_status
+from apps.pipelines.access import pipeline_for_request
+from apps.rollups.selectors.objectives import ObjectiveStatus, pipeline_objective_status
+from apps.teams.api_schema import team_schema
 
 
 class ObjectiveTargetOutput(serializers.Serializer):
@@ -102,11 +101,7 @@ class PipelineObjectiveApi(ApiView):
         tags=["objectives"],
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        _, pipeline = pipeline_for_user(
-            user=request.user,
-            team_slug=team_slug_for_request(request),
-            pipeline_slug=pipeline_slug,
-        )
+        pipeline = pipeline_for_request(request, pipeline_slug)
         now = timezone.now()
         status = pipeline_objective_status(pipeline=pipeline, now=now)
         return Response(ObjectiveOutput(objective_data(pipeline.slug, status, now)).data)

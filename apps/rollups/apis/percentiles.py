@@ -15,12 +15,10 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.api.schema import team_schema
-from apps.core.api.team import team_slug_for_request
 from apps.core.api.views import ApiView
-from apps.pipelines.access import pipeline_for_user
+from apps.pipelines.access import pipeline_for_request
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.apis.percentile_outputs import (
+from apps.rollups.apis.serializers import (
     PERCENTILES_EXAMPLE,
     SERIES_EXAMPLE,
     PercentilesOutput,
@@ -39,19 +37,13 @@ from apps.rollups.selectors import (
     requested_bounds,
 )
 from apps.rollups.selectors.windows import MAX_WINDOW_SECONDS, to_datetime
+from apps.teams.api_schema import team_schema
 
 E2E = "e2e"
 MAX_POINTS_LIMIT = 1440
 _OFFSET_AFTER_SPACE = re.compile(r" (\d{2}:?\d{2})$")
 _STEP = re.compile(r"^(\d{1,7})([smhd]?)$")
 _STEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _pipeline(request: Request, pipeline_slug: str) -> Pipeline:
-    _, pipeline = pipeline_for_user(
-        user=request.user, team_slug=team_slug_for_request(request), pipeline_slug=pipeline_slug
-    )
-    return pipeline
 
 
 class Rfc3339Field(serializers.DateTimeField):
@@ -150,7 +142,7 @@ class PipelinePercentilesApi(ApiView):
         examples=[OpenApiExample("The last hour", value=PERCENTILES_EXAMPLE, response_only=True)]
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug)
+        pipeline = pipeline_for_request(request, pipeline_slug)
         query = self.InputSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         start, end = query.bounds()
@@ -220,7 +212,7 @@ class PipelineSeriesApi(ApiView):
         examples=[OpenApiExample("Retrieval p95", value=SERIES_EXAMPLE, response_only=True)]
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
-        pipeline = _pipeline(request, pipeline_slug)
+        pipeline = pipeline_for_request(request, pipeline_slug)
         query = self.InputSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data

@@ -9,13 +9,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.api.pagination import DefaultPagination, paginated_response
-from apps.core.api.schema import team_schema
-from apps.core.api.team import membership_for_request
 from apps.core.api.views import ApiView
 from apps.pipelines.models import Percentile
 from apps.rollups.access import violation_for_team
 from apps.rollups.models import Violation
 from apps.rollups.selectors.violations import CLOSED, E2E, OPEN, violations_for_team
+from apps.teams.api_schema import team_schema
+from apps.teams.request_team import membership_for_request
 
 
 class ViolationOutput(serializers.Serializer):

@@ -9,14 +9,14 @@ end-to-end time, so the stages' shares plus the untracked share add up to 1.
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from apps.core.time import NS_PER_MS
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.windows import Tile, Window, tiles_filter, window_tiles
-from apps.rollups.sketch import Sketch
-from apps.rollups.sketch_batch import Blob, merged_groups
+from apps.rollups.sketches.ddsketch import Sketch
+from apps.rollups.sketches.merge_batch import Blob, merged_groups
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-NS_PER_MS = 1_000_000
 
 
 def ms(value: float | None) -> float | None:

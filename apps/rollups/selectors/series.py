@@ -8,8 +8,9 @@ until the series has no more points than asked for.
 
 from dataclasses import dataclass
 
+from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import RESOLUTIONS, RollupBucket
+from apps.rollups.models import RollupBucket
 from apps.rollups.selectors.percentiles import ms
 from apps.rollups.selectors.windows import (
     COARSEST,
@@ -23,7 +24,7 @@ from apps.rollups.selectors.windows import (
     tile_window,
     tiles_filter,
 )
-from apps.rollups.sketch_batch import Blob, merged_groups
+from apps.rollups.sketches.merge_batch import Blob, merged_groups
 
 DEFAULT_MAX_POINTS = 120
 # Steps a chart reads easily, tried in order when none is asked for.

@@ -24,10 +24,18 @@ from django.db.models import BigIntegerField, Q
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Extract
 
-from apps.rollups.models import RESOLUTIONS, RollupBucket
+from apps.core.time import (
+    FINEST_RESOLUTION,
+    RESOLUTIONS,
+    align_down,
+    align_up,
+    to_datetime,
+    to_seconds,
+)
+from apps.rollups.models import RollupBucket
 
-FINEST = RESOLUTIONS[0]
 COARSEST = RESOLUTIONS[-1]
+COARSEST_FIRST = RESOLUTIONS[::-1]
 
 
 class Tile(NamedTuple):
@@ -41,34 +49,41 @@ class Tile(NamedTuple):
         return self.start + self.resolution
 
 
-def align_down(seconds: int, resolution: int) -> int:
-    return seconds - seconds % resolution
+class TileRun(NamedTuple):
+    """Consecutive buckets of one resolution covering ``[start, end)``."""
+
+    resolution: int
+    start: int
+    end: int
+
+    def tiles(self) -> list[Tile]:
+        return [Tile(self.resolution, s) for s in range(self.start, self.end, self.resolution)]
 
 
-def align_up(seconds: int, resolution: int) -> int:
-    return -(-seconds // resolution) * resolution
+def tile_runs(
+    *, start: int, end: int, resolutions: tuple[int, ...] = COARSEST_FIRST
+) -> list[TileRun]:
+    """The coarsest buckets covering ``[start, end)``, as runs in time order.
 
-
-def to_seconds(moment: datetime) -> int:
-    return math.floor(moment.timestamp())
-
-
-def to_datetime(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-def _ideal(start: int, end: int, level: int) -> list[Tile]:
-    """The coarsest tiles covering ``[start, end)`` exactly, with resolutions up to ``level``."""
+    ``resolutions`` are the widths that may be read, coarsest first. Coarse
+    buckets take what lies inside the window and finer ones fill its edges; the
+    finest takes the buckets the edges fall in, so the runs cover ``[start, end)``
+    exactly when both are multiples of it, and otherwise the whole bucket each
+    edge reaches into.
+    """
     if start >= end:
         return []
-    resolution = RESOLUTIONS[level]
-    if level == 0:
-        return [Tile(resolution, s) for s in range(start, end, resolution)]
+    resolution, finer = resolutions[0], resolutions[1:]
+    if not finer:
+        return [TileRun(resolution, align_down(start, resolution), align_up(end, resolution))]
     low, high = align_up(start, resolution), align_down(end, resolution)
     if low >= high:
-        return _ideal(start, end, level - 1)
-    inside = [Tile(resolution, s) for s in range(low, high, resolution)]
-    return _ideal(start, low, level - 1) + inside + _ideal(high, end, level - 1)
+        return tile_runs(start=start, end=end, resolutions=finer)
+    return [
+        *tile_runs(start=start, end=low, resolutions=finer),
+        TileRun(resolution, low, high),
+        *tile_runs(start=high, end=end, resolutions=finer),
+    ]
 
 
 def _stored(tile: Tile, available_from: Mapping[int, float]) -> Tile:
@@ -89,9 +104,9 @@ def tile_window(
     Without ``available_from`` every resolution counts as kept; the union of the
     tiles is ``[start, end)`` exactly, otherwise an interval holding it.
     """
-    if start % FINEST or end % FINEST:
+    if start % FINEST_RESOLUTION or end % FINEST_RESOLUTION:
         raise ValueError("window bounds must be multiples of 10 seconds")
-    ideal = _ideal(start, end, len(RESOLUTIONS) - 1)
+    ideal = [tile for run in tile_runs(start=start, end=end) for tile in run.tiles()]
     if not available_from:
         return ideal
     stored = [_stored(tile, available_from) for tile in ideal]
@@ -169,7 +184,7 @@ def resolution_availability(*, pipeline_id: int) -> dict[int, float]:
 def _bounds_sql() -> str:
     table = RollupBucket._meta.db_table
     one = (
-        f"(SELECT bucket_start FROM {table} WHERE pipeline_id = %s AND resolution = %s "  # noqa: S608
+        f"(SELECT bucket_start FROM {table} WHERE pipeline_id = %s AND resolution = %s "
         "ORDER BY bucket_start {order} LIMIT 1)"
     )
     return "SELECT " + ", ".join(
@@ -177,7 +192,7 @@ def _bounds_sql() -> str:
     )
 
 
-def _as_seconds(value: datetime | str | None) -> int | None:
+def _as_seconds(value: datetime | None) -> int | None:
     if value is None:
         return None
     return to_seconds(value if value.tzinfo else value.replace(tzinfo=UTC))
@@ -247,10 +262,10 @@ def requested_bounds(
         name = window or DEFAULT_WINDOW
         if name not in WINDOWS:
             raise ValidationError({"window": [f"Use one of {', '.join(WINDOWS)}."]})
-        high = align_down(now_seconds, FINEST)
+        high = align_down(now_seconds, FINEST_RESOLUTION)
         return high - WINDOWS[name], high
-    low = align_down(to_seconds(start), FINEST)
-    high = align_down(now_seconds if end is None else to_seconds(end), FINEST)
+    low = align_down(to_seconds(start), FINEST_RESOLUTION)
+    high = align_down(now_seconds if end is None else to_seconds(end), FINEST_RESOLUTION)
     if low >= high:
         raise ValidationError(
             {"to": ["Must be at least 10 seconds after from (both are aligned down to 10 s)."]}

@@ -34,7 +34,7 @@ from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
-from apps.rollups.services.budget_window import (
+from apps.rollups.selectors.budget_window import (
     Scope,
     Window,
     evaluation_tick,
@@ -43,7 +43,7 @@ from apps.rollups.services.budget_window import (
     slowest_trace_ids,
     window_sketches,
 )
-from apps.rollups.sketch import Sketch
+from apps.rollups.sketches.ddsketch import Sketch
 
 logger = logging.getLogger(__name__)
 

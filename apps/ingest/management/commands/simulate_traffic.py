@@ -19,7 +19,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from apps.core.management.commands.demo_setup import demo_ingest_token_path
 from apps.ingest.simulator import (
     CountingExporter,
     TracePlanner,
@@ -27,6 +26,7 @@ from apps.ingest.simulator import (
     run_paced,
     shape_for_pipeline,
 )
+from apps.ingest.simulator.demo_token import demo_ingest_token_path
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.models import Team

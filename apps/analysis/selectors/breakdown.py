@@ -1,0 +1,281 @@
+"""One trace taken apart: its spans as a tree, the critical path and the stage breakdown.
+
+The breakdown is computed from the stored spans with the pipeline's current stages
+and rules, so it shows what the trace would count for now; when the spans have
+aged out, the stage samples written at finalization stand in for it.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.analysis.attribution import ChargedSegment, attribute_trace
+from apps.analysis.critical_path import children_by_parent
+from apps.analysis.models import StageSample
+from apps.analysis.pipeline_routing import compile_pipeline
+from apps.analysis.spans import Span, unique_spans
+from apps.analysis.stage_matching import SpanMatch, StageMatcher
+from apps.analysis.stored_spans import analysis_span
+from apps.core.isolation import failure_reason, is_transient
+from apps.core.time import NS_PER_MS, ns_to_ms
+from apps.ingest.models import Span as StoredSpan
+from apps.ingest.models import StatusCode, Trace
+from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.selectors import pipeline_with_stages
+
+MAX_WATERFALL_SPANS = 2000
+STORED_FIELDS = (
+    "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns", "attributes",
+    "events", "status", "status_message",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpanPart:
+    start_ns: int
+    end_ns: int
+    stage: str | None
+
+
+@dataclass(frozen=True)
+class WaterfallRow:
+    span: Span
+    depth: int
+    status: str
+    status_message: str
+    parts: tuple[SpanPart, ...]
+    critical: tuple[ChargedSegment, ...]
+    raw_events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def span_id(self) -> str:
+        return self.span.span_id
+
+    @property
+    def critical_ns(self) -> int:
+        return sum(segment.duration_ns for segment in self.critical)
+
+
+@dataclass(frozen=True)
+class StageBreakdown:
+    stage: Stage
+    index: int  # position among the pipeline's stages, for a stable colour
+    wall_ns: int
+    critical_ns: int
+    span_count: int
+    error: bool
+    e2e_ns: int
+
+    @property
+    def wall_ms(self) -> float:
+        return ns_to_ms(self.wall_ns)
+
+    @property
+    def critical_ms(self) -> float:
+        return ns_to_ms(self.critical_ns)
+
+    @property
+    def share(self) -> float:
+        return self.critical_ns / self.e2e_ns if self.e2e_ns else 0.0
+
+    @property
+    def share_percent(self) -> float:
+        return round(self.share * 100, 1)
+
+    @property
+    def budget_ms(self) -> int | None:
+        return self.stage.budget_ms
+
+    @property
+    def over(self) -> bool | None:
+        """Whether this trace's wall time in the stage exceeds the stage budget; None: no budget."""
+        if self.stage.budget_ms is None:
+            return None
+        return self.wall_ns > self.stage.budget_ms * NS_PER_MS
+
+
+@dataclass(frozen=True)
+class TraceAnalysis:
+    trace: Trace
+    pipeline: Pipeline | None
+    e2e_ns: int
+    root_span_id: str | None
+    root_start_ns: int
+    window_start_ns: int
+    window_end_ns: int
+    rows: list[WaterfallRow]
+    span_total: int
+    stages: list[StageBreakdown]
+    untracked_critical_ns: int
+    segments: tuple[ChargedSegment, ...]
+    from_spans: bool  # False: spans aged out, the breakdown comes from stage samples
+    # Why the stored spans could not be analyzed (the breakdown then comes from samples).
+    failure: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.span_total > len(self.rows)
+
+    @property
+    def critical_sum_ns(self) -> int:
+        return sum(stage.critical_ns for stage in self.stages) + self.untracked_critical_ns
+
+    @property
+    def adds_up(self) -> bool:
+        return self.critical_sum_ns == self.e2e_ns
+
+    @property
+    def stage_index(self) -> dict[str, int]:
+        return {breakdown.stage.slug: breakdown.index for breakdown in self.stages}
+
+
+def _analysis_span(row: tuple[Any, ...]) -> Span:
+    return analysis_span(*row[:10])
+
+
+def _tree_order(by_id: dict[str, Span], root: Span) -> list[tuple[Span, int]]:
+    """Depth-first from the root, children by start; spans the walk misses (parent cycles) last."""
+    children = children_by_parent(by_id, root)
+    ordered: list[tuple[Span, int]] = []
+    seen: set[str] = set()
+    stack = [(root, 0)]
+    while stack:
+        span, depth = stack.pop()
+        if span.span_id in seen:
+            continue
+        seen.add(span.span_id)
+        ordered.append((span, depth))
+        kids = sorted(children.get(span.span_id, ()), key=lambda s: (s.start_ns, s.span_id))
+        stack.extend((kid, depth + 1) for kid in reversed(kids))
+    stray = sorted((s for s in by_id.values() if s.span_id not in seen), key=lambda s: s.start_ns)
+    ordered.extend((span, 1) for span in stray)
+    return ordered
+
+
+def _parts(span: Span, match: SpanMatch) -> tuple[SpanPart, ...]:
+    return tuple(
+        SpanPart(start, end, stage) for start, end, stage in match.parts(span) if end >= start
+    )
+
+
+def _matcher(pipeline: Pipeline | None) -> tuple[StageMatcher, list[Stage]]:
+    if pipeline is None:
+        return StageMatcher([]), []
+    loaded = pipeline_with_stages(pipeline=pipeline)
+    return compile_pipeline(loaded).matcher, list(loaded.stages.all())
+
+
+def _breakdown_from_samples(trace: Trace, stages: list[Stage], e2e_ns: int) -> list[StageBreakdown]:
+    samples = {sample.stage_id: sample for sample in StageSample.objects.filter(trace_pk=trace.pk)}
+    return [
+        StageBreakdown(
+            stage=stage,
+            index=index,
+            wall_ns=samples[stage.pk].wall_ns,
+            critical_ns=samples[stage.pk].critical_ns,
+            span_count=samples[stage.pk].span_count,
+            error=samples[stage.pk].error,
+            e2e_ns=e2e_ns,
+        )
+        for index, stage in enumerate(stages)
+        if stage.pk in samples
+    ]
+
+
+def _from_samples(trace: Trace, stages: list[Stage], *, failure: str = "") -> TraceAnalysis:
+    """What the last analysis stored, for a trace whose spans are gone or unreadable."""
+    e2e = trace.duration_ns or 0
+    return TraceAnalysis(
+        trace=trace,
+        pipeline=trace.pipeline,
+        e2e_ns=e2e,
+        root_span_id=None,
+        root_start_ns=trace.start_ns or 0,
+        window_start_ns=trace.start_ns or 0,
+        window_end_ns=(trace.start_ns or 0) + max(e2e, 1),
+        rows=[],
+        span_total=0,
+        stages=_breakdown_from_samples(trace, stages, e2e),
+        untracked_critical_ns=trace.untracked_critical_ns,
+        segments=(),
+        from_spans=False,
+        failure=failure,
+    )
+
+
+def trace_analysis(*, trace: Trace, span_limit: int = MAX_WATERFALL_SPANS) -> TraceAnalysis:
+    """The waterfall (at most ``span_limit`` rows), critical path and breakdown of one trace.
+
+    Spans that analysis cannot read (the kind a finalization pass quarantines) give the
+    stored figures and the reason instead of an error: the page of a trace always answers.
+    """
+    matcher, stages = _matcher(trace.pipeline)
+    try:
+        return _from_spans(trace, matcher, stages, span_limit)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        return _from_samples(trace, stages, failure=failure_reason(exc))
+
+
+def _from_spans(
+    trace: Trace, matcher: StageMatcher, stages: list[Stage], span_limit: int
+) -> TraceAnalysis:
+    pipeline = trace.pipeline
+    rows = StoredSpan.objects.filter(trace_pk=trace.pk, team_id=trace.team_id).values_list(
+        *STORED_FIELDS
+    )
+    stored = {bytes(row[0]).hex(): row for row in rows}
+    by_id = unique_spans(_analysis_span(row) for row in stored.values())
+    if not by_id:
+        return _from_samples(trace, stages)
+
+    attribution = attribute_trace(by_id.values(), matcher)
+    root = by_id[attribution.root_span_id]
+    segments_by_span: dict[str, list[ChargedSegment]] = {}
+    for segment in attribution.segments:
+        segments_by_span.setdefault(segment.span_id, []).append(segment)
+
+    waterfall = []
+    for span, depth in _tree_order(by_id, root)[:span_limit]:
+        row = stored[span.span_id]
+        waterfall.append(
+            WaterfallRow(
+                span=span,
+                depth=depth,
+                status=StatusCode(row[9]).label if row[9] in StatusCode.values else "unset",
+                status_message=row[10],
+                parts=_parts(span, matcher.match(span)),
+                critical=tuple(segments_by_span.get(span.span_id, ())),
+                raw_events=list(row[8] or ()),
+            )
+        )
+    start = min(span.start_ns for span in by_id.values())
+    end = max(span.stop_ns for span in by_id.values())
+    breakdown = [
+        StageBreakdown(
+            stage=stage,
+            index=index,
+            wall_ns=result.wall_ns if result else 0,
+            critical_ns=result.critical_ns if result else 0,
+            span_count=result.span_count if result else 0,
+            error=result.error if result else False,
+            e2e_ns=attribution.e2e_ns,
+        )
+        for index, stage in enumerate(stages)
+        for result in [attribution.stages.get(stage.slug)]
+    ]
+    return TraceAnalysis(
+        trace=trace,
+        pipeline=pipeline,
+        e2e_ns=attribution.e2e_ns,
+        root_span_id=root.span_id,
+        root_start_ns=root.start_ns,
+        window_start_ns=start,
+        window_end_ns=max(end, start + 1),
+        rows=waterfall,
+        span_total=len(by_id),
+        stages=breakdown,
+        untracked_critical_ns=attribution.untracked_critical_ns,
+        segments=attribution.segments,
+        from_spans=True,
+    )

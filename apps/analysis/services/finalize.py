@@ -1,0 +1,358 @@
+"""Finalize quiet traces: pipeline matching, stage attribution and stage samples."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Prefetch, Q
+from django.utils import timezone
+
+from apps.analysis.attribution import attribute_spans
+from apps.analysis.critical_path import find_root
+from apps.analysis.pipeline_routing import PipelineRouter
+from apps.analysis.services.dirty_buckets import dirty_buckets_mark
+from apps.analysis.spans import Span, unique_spans
+from apps.analysis.stored_spans import analysis_span
+from apps.core.isolation import (
+    ItemDeadline,
+    failure_reason,
+    is_transient,
+    items_run,
+    pass_statement_timeout,
+    pass_with_fallback,
+)
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
+from apps.core.sql_arrays import array_literal
+from apps.core.transactions import commit_without_waiting
+from apps.ingest.models import Trace, TraceState
+from apps.pipelines.models import Pipeline, SpanRule, Stage
+
+logger = logging.getLogger(__name__)
+
+SPAN_FIELDS = (
+    "trace_pk", "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns",
+    "attributes", "events", "status",
+)  # fmt: skip
+
+
+@dataclass
+class FinalizeResult:
+    traces: int = 0
+    matched: int = 0
+    incomplete: int = 0
+    samples: int = 0
+    quarantined: int = 0
+
+
+def _routers(team_ids: set[int]) -> dict[int, PipelineRouter | Exception]:
+    """Each team's compiled pipelines; a team whose rules fail to compile gets the error."""
+    pipelines = Pipeline.objects.filter(team_id__in=team_ids).prefetch_related(
+        Prefetch(
+            "stages",
+            queryset=Stage.objects.order_by("position", "id").prefetch_related(
+                Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
+            ),
+        )
+    )
+    by_team: dict[int, list[Pipeline]] = defaultdict(list)
+    for pipeline in pipelines:
+        by_team[pipeline.team_id].append(pipeline)
+    routers: dict[int, PipelineRouter | Exception] = {}
+    for team_id in team_ids:
+        try:
+            routers[team_id] = PipelineRouter(by_team.get(team_id, []))
+        except Exception as exc:  # one team's configuration never stops another's traces
+            routers[team_id] = exc
+    return routers
+
+
+def _start_bounds(traces: list[Trace]) -> tuple[int, int] | None:
+    """The span starts of all the traces, when every trace knows its own (older rows may not)."""
+    firsts = [t.first_span_start_ns for t in traces]
+    lasts = [t.last_span_start_ns for t in traces]
+    if not traces or any(v is None for v in firsts + lasts):
+        return None
+    return min(v for v in firsts if v is not None), max(v for v in lasts if v is not None)
+
+
+def _trace_spans(traces: list[Trace]) -> dict[int, list[Span]]:
+    """The stored spans of the traces, as analysis spans, per trace row id."""
+    trace_pks = [t.pk for t in traces]
+    spans: dict[int, list[Span]] = defaultdict(list)
+    # JSON columns come back as text and are decoded with msgspec, several times
+    # faster than the ORM's json.loads per value; most spans have no events. The start
+    # bounds (inlined as constants) let PostgreSQL skip the day partitions that cannot
+    # hold these spans instead of probing every day's index for every trace.
+    columns = ", ".join(f"{f}::text" if f in ("attributes", "events") else f for f in SPAN_FIELDS)
+    sql = f"SELECT {columns} FROM ingest_span WHERE trace_pk = ANY(%s::bigint[])"
+    params: list[int | str] = [array_literal(trace_pks)]
+    bounds = _start_bounds(traces)
+    if bounds is not None:
+        sql += " AND start_ns BETWEEN %s AND %s"
+        params += bounds
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    decode = msgspec.json.decode
+    for pk, span_id, parent, name, service, kind, start, end, attributes, events, status in rows:
+        fields = (span_id, parent, name, service, kind, start, end, decode(attributes))
+        events = decode(events) if events != "[]" else None
+        spans[pk].append(analysis_span(*fields, events, status))
+    return spans
+
+
+def _settle_seconds() -> float:
+    return min(settings.TRACE_SETTLE_SECONDS, settings.TRACE_IDLE_SECONDS)
+
+
+def _due(now: datetime) -> Q:
+    settled = now - timedelta(seconds=_settle_seconds())
+    waited = now - timedelta(seconds=settings.TRACE_MAX_WAIT_SECONDS)
+    return Q(root_span_id__isnull=False, last_span_at__lte=settled) | Q(first_seen_at__lte=waited)
+
+
+# Traces per pass: a pass has fixed costs (the teams' pipelines and rules, half a dozen
+# statements), which a few thousand traces share.
+FINALIZE_BATCH = 2000
+
+
+def traces_finalize_due(
+    *, now: datetime | None = None, limit: int = FINALIZE_BATCH
+) -> FinalizeResult:
+    """Analyze up to ``limit`` open traces that went quiet, in one transaction.
+
+    A trace with its root is analyzed once it has been quiet for
+    ``TRACE_SETTLE_SECONDS``, so its samples count within seconds; it is left SETTLED
+    until ``TRACE_IDLE_SECONDS`` have passed (then final, with no further write), and a
+    span arriving in between opens it again. One without a root waits
+    ``TRACE_MAX_WAIT_SECONDS`` and is finalized incomplete. Claimed with ``FOR UPDATE
+    SKIP LOCKED`` so several workers share the work; a trace analyzed again after new
+    spans has its samples replaced, never added.
+
+    A trace whose analysis raises or runs past ``TRACE_ANALYSIS_TIME_BUDGET_S``, or
+    whose rows the database refuses, is quarantined (see ``apps.core.quarantine``);
+    the pass commits every other trace.
+    """
+    now = now or timezone.now()
+    return pass_with_fallback(lambda isolate: _finalize_pass(now, limit, isolate=isolate))
+
+
+def _finalize_pass(now: datetime, limit: int, *, isolate: bool) -> FinalizeResult:
+    result = FinalizeResult()
+    with transaction.atomic():
+        commit_without_waiting()  # a lost commit leaves its traces open: finalized again
+        pass_statement_timeout()
+        due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
+        due = due.select_for_update(skip_locked=True)
+        traces = list(due[:limit])
+        if not traces:
+            return result
+        spans = _trace_spans(traces)
+        routers = _routers({t.team_id for t in traces})
+
+        analyzed: list[tuple[Trace, list[SampleRow]]] = []
+        failed: list[tuple[Trace, BaseException]] = []
+        idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
+        # The samples keep the pre-analysis revision and start of a trace seen before:
+        # its old samples, stored under its old start, are replaced.
+        before = {t.pk: (t.revision, t.pipeline_id, t.start_ns) for t in traces}
+        with ItemDeadline(settings.TRACE_ANALYSIS_TIME_BUDGET_S) as deadline:
+            for trace in traces:
+                router = routers[trace.team_id]
+                try:
+                    if isinstance(router, Exception):
+                        raise router
+                    deadline.restart()
+                    samples = _finalize_one(trace, spans.get(trace.pk, []), router, now, idle)
+                    deadline.stop()
+                except Exception as exc:
+                    deadline.disarm()
+                    if is_transient(exc):
+                        raise
+                    failed.append((trace, exc))
+                    continue
+                analyzed.append((trace, samples))
+        written = items_run(
+            analyzed,
+            lambda group: _analyzed_write(group, before, now),
+            isolate=isolate,
+            on_failure=lambda item, exc: failed.append((item[0], exc)),
+        )
+        for trace, error in failed:
+            _trace_quarantine(trace, error)
+        for group in written:
+            for trace, samples in group:
+                result.traces += 1
+                result.samples += len(samples)
+                result.matched += trace.pipeline_id is not None
+                result.incomplete += trace.incomplete
+        result.quarantined = len(failed)
+    return result
+
+
+def _analyzed_write(
+    group: Sequence[tuple[Trace, list[SampleRow]]],
+    before: dict[int, tuple[int, int | None, int | None]],
+    now: datetime,
+) -> Sequence[tuple[Trace, list[SampleRow]]]:
+    """Replace the samples of these analyzed traces and store what analysis found."""
+    traces = [trace for trace, _ in group]
+    samples = [row for _, rows in group for row in rows]
+    seen = [before[t.pk] for t in traces if before[t.pk][0]]
+    # A trace finalized before may have counted in another pipeline or bucket.
+    refinalized = [(t.pk, before[t.pk][2]) for t in traces if before[t.pk][0]]
+    touched: set[tuple[int | None, int | None]] = {(pipeline, start) for _, pipeline, start in seen}
+    touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
+    _samples_delete(refinalized)
+    _samples_copy(samples)
+    _traces_update(traces, now)
+    dirty_buckets_mark(touched)
+    return group
+
+
+def traces_release(trace_pks: list[int]) -> int:
+    """Put quarantined traces back into analysis: due at the next pass."""
+    return Trace.objects.filter(pk__in=trace_pks, state=TraceState.QUARANTINED).update(
+        state=TraceState.OPEN
+    )
+
+
+def _trace_quarantine(trace: Trace, exc: BaseException) -> None:
+    reason = failure_reason(exc)
+    logger.warning("trace %s quarantined: %s", trace.pk, reason)
+    Trace.objects.filter(pk=trace.pk).update(state=TraceState.QUARANTINED)
+    quarantine_record(
+        kind=QuarantineKind.TRACE, item_id=trace.pk, team_id=trace.team_id, reason=reason
+    )
+
+
+SAMPLE_COLUMNS = (
+    "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns", "critical_ns",
+    "span_count", "error",
+)  # fmt: skip
+# A stage sample as a row in SAMPLE_COLUMNS order: model instances cost more than the COPY.
+SampleRow = tuple[int, int, int, int, int, int, int, int, bool]
+SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool")
+
+
+def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
+    """Delete the samples of traces finalized before, found by their partition key too.
+
+    A first finalization has nothing to delete, and naming the old start times lets
+    PostgreSQL look in their day partitions only, not in a month of them.
+    """
+    if not refinalized:
+        return
+    trace_pks = [pk for pk, _ in refinalized]
+    starts = sorted({start for _, start in refinalized if start is not None})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM rollups_stagesample "
+            "WHERE trace_pk = ANY(%s::bigint[]) AND start_ns = ANY(%s::bigint[])",
+            [array_literal(trace_pks), array_literal(starts)],
+        )
+
+
+def _samples_copy(samples: list[SampleRow]) -> None:
+    """Binary COPY: thousands of samples per pass, without per-row ORM work."""
+    columns = ", ".join(SAMPLE_COLUMNS)
+    with connection.cursor() as django_cursor:
+        cursor = django_cursor.cursor
+        with cursor.copy(
+            f"COPY rollups_stagesample ({columns}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(list(SAMPLE_TYPES))
+            for sample in samples:
+                copy.write_row(sample)
+
+
+def _traces_update(traces: list[Trace], now: datetime) -> None:
+    """One UPDATE … FROM unnest(arrays) instead of the ORM's CASE per field and row."""
+    numbers: dict[str, tuple[str, list[int | bool | None]]] = {
+        "id": ("bigint", [t.pk for t in traces]),
+        "state": ("smallint", [t.state for t in traces]),
+        "revision": ("int", [t.revision for t in traces]),
+        "pipeline_id": ("bigint", [t.pipeline_id for t in traces]),
+        "incomplete": ("bool", [t.incomplete for t in traces]),
+        "error": ("bool", [t.error for t in traces]),
+        "start_ns": ("bigint", [t.start_ns for t in traces]),
+        "end_ns": ("bigint", [t.end_ns for t in traces]),
+        "untracked": ("bigint", [t.untracked_critical_ns for t in traces]),
+    }
+    arrays = ", ".join(f"%s::{sql_type}[]" for sql_type, _ in numbers.values())
+    params: list[Any] = [array_literal(values) for _, values in numbers.values()]
+    params += [[t.root_name for t in traces], [t.root_service for t in traces], now]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE ingest_trace AS t SET
+                state = v.state, finalized_at = %s,
+                revision = v.revision, pipeline_id = v.pipeline_id,
+                incomplete = v.incomplete, error = v.error, start_ns = v.start_ns,
+                end_ns = v.end_ns, root_name = v.root_name, root_service = v.root_service,
+                untracked_critical_ns = v.untracked
+            FROM unnest({arrays}, %s::text[], %s::text[])
+                AS v({", ".join(numbers)}, root_name, root_service)
+            WHERE t.id = v.id
+            """,
+            [params[-1], *params[:-1]],
+        )
+
+
+def _finalize_one(
+    trace: Trace, spans: list[Span], router: PipelineRouter, now: datetime, idle: datetime
+) -> list[SampleRow]:
+    trace.incomplete = trace.root_span_id is None
+    # With its root and a span after ``idle`` it is settled: final later, with no write.
+    settled = not trace.incomplete and trace.last_span_at > idle
+    trace.state = TraceState.SETTLED if settled else TraceState.FINALIZED
+    trace.finalized_at = now
+    trace.revision += 1
+    trace.pipeline_id = None  # the id, not the relation: its descriptor costs more
+    if not spans:
+        return []
+    by_id = unique_spans(spans)
+    root = find_root(by_id)
+    trace.root_name, trace.root_service = root.name[:500], root.service[:200]
+    trace.start_ns, trace.end_ns = root.start_ns, root.stop_ns
+    trace.error = any(span.status_error for span in spans)
+    compiled = router.route(root)
+    if compiled is None:
+        trace.untracked_critical_ns = root.duration_ns
+        return []
+    trace.pipeline_id = compiled.pipeline.pk
+    attribution = attribute_spans(by_id, root, compiled.matcher)
+    trace.untracked_critical_ns = attribution.untracked_critical_ns
+    trace.error = attribution.error
+    if trace.incomplete:
+        # Without its root the end-to-end time is unknown: keep the trace, skip samples.
+        return []
+    trace_pk, team_id, pipeline_id, stage_ids = (
+        trace.pk,
+        trace.team_id,
+        trace.pipeline_id,
+        compiled.stage_ids,
+    )
+    return [
+        (
+            trace_pk,
+            stage_ids[slug],
+            root.start_ns,
+            team_id,
+            pipeline_id,
+            stage.wall_ns,
+            stage.critical_ns,
+            stage.span_count,
+            stage.error,
+        )
+        for slug, stage in attribution.stages.items()
+    ]

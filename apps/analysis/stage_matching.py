@@ -1,0 +1,296 @@
+"""Span-to-stage matching: a pipeline's span rules compiled once, then applied per span.
+
+Precedence: stages in position order, and within a stage its rules in position
+order; the first rule that matches a part of a span gets that part.
+
+Conditions of a rule, all of which must hold (an empty one matches everything):
+
+- span name: a glob must match the whole name (case sensitive; ``*`` also
+  crosses dots, ``?`` is one character, ``[a-z]``/``[!a-z]`` a class); a regex,
+  in RE2 syntax, matches anywhere in the name, so anchor it with ``^...$`` to pin
+  the whole name. Both run on RE2, in time linear in the name; names are matched
+  on their first 500 characters, patterns have at most 500, and a stored pattern
+  RE2 cannot run never matches (see ``apps.pipelines.name_patterns``);
+- attributes: each key must be present and equal after both sides are turned
+  into text: ``200``, ``200.0`` and ``"200"`` are equal, ``true`` equals
+  ``True`` and ``"true"``; other strings compare exactly; list and map values
+  never match;
+- span kind: case-insensitive, with or without the OTLP ``SPAN_KIND_`` prefix;
+- service: exact ``service.name``.
+
+An LLM span splits at its first token into a part before it and a part after
+it; see ``first_token_ns`` and ``StageMatcher.match``.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from apps.analysis.spans import Span
+from apps.core.time import NS_PER_S
+from apps.pipelines.name_patterns import NameTest, name_test
+
+if TYPE_CHECKING:
+    from apps.pipelines.models import Pipeline
+
+GLOB = "glob"
+REGEX = "regex"
+WHOLE = "whole"
+UNTIL_FIRST_TOKEN = "until_first_token"  # noqa: S105 - portion names, not secrets
+AFTER_FIRST_TOKEN = "after_first_token"  # noqa: S105
+PORTIONS = (WHOLE, UNTIL_FIRST_TOKEN, AFTER_FIRST_TOKEN)
+DEFAULT_FIRST_TOKEN_EVENT = "first_token"  # noqa: S105 - an event name
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+MATCH_CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    span_name: str = ""
+    name_match: str = GLOB
+    attributes: dict[str, Any] = field(default_factory=dict)
+    span_kind: str = ""
+    service: str = ""
+    portion: str = WHOLE
+    first_token_event: str = DEFAULT_FIRST_TOKEN_EVENT
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage and its rules; ties in position keep the order given."""
+
+    slug: str
+    rules: Sequence[RuleSpec] = ()
+    position: int = 0
+
+
+def stage_specs_from_pipeline(pipeline: "Pipeline") -> list[StageSpec]:
+    """Specs from a pipeline whose stages and rules are loaded (``pipeline_with_stages``)."""
+    return [
+        StageSpec(
+            slug=stage.slug,
+            position=stage.position,
+            rules=[
+                RuleSpec(
+                    span_name=rule.span_name,
+                    name_match=rule.name_match,
+                    attributes=dict(rule.attributes),
+                    span_kind=rule.span_kind,
+                    service=rule.service,
+                    portion=rule.portion,
+                    first_token_event=rule.first_token_event,
+                    position=rule.position,
+                )
+                for rule in stage.rules.all()
+            ],
+        )
+        for stage in pipeline.stages.all()
+    ]
+
+
+def attribute_text(value: Any) -> str | None:
+    """The text an attribute value compares as; None for values that never match."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return None
+
+
+def normalise_kind(kind: str) -> str:
+    return kind.strip().lower().removeprefix("span_kind_")
+
+
+# The largest offset a span can hold: its times are signed 64-bit nanoseconds.
+_MAX_OFFSET_S = (2**63 - 1) / NS_PER_S
+
+
+def _seconds(value: Any) -> float | None:
+    """Seconds from a stored attribute; None for anything that is no usable number.
+
+    Total: spans stored before ingestion checked this attribute may hold anything
+    JSON can, and one bad span must not stop the analysis of every trace.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if not isinstance(value, int | float):
+        return None
+    # Compared before any conversion, so a huge integer cannot overflow; NaN fails too.
+    if not -_MAX_OFFSET_S <= value <= _MAX_OFFSET_S:
+        return None
+    return float(value)
+
+
+def first_token_ns(span: Span, event_name: str = DEFAULT_FIRST_TOKEN_EVENT) -> int | None:
+    """When the span's first token arrived, clamped into the span; None when unknown.
+
+    ``gen_ai.response.time_to_first_chunk`` (seconds after the start) wins over
+    the earliest event named ``event_name``, unless it is no usable number (see
+    ``_seconds``); it never raises, whatever the stored value.
+    """
+    value = span.attributes.get(TIME_TO_FIRST_CHUNK)
+    seconds = None if value is None else _seconds(value)
+    if seconds is not None:
+        token = span.start_ns + round(seconds * NS_PER_S)
+    elif span.events:
+        times = [time for name, time in span.events if name == event_name]
+        if not times:
+            return None
+        token = min(times)
+    else:
+        return None
+    return min(max(token, span.start_ns), span.stop_ns)
+
+
+# Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
+# builds several per span; instances are never changed after construction.
+@dataclass(slots=True)
+class SpanMatch:
+    """Which stage gets which part of a span.
+
+    With a known first token the span is ``[start, first_token)`` for
+    ``before_stage`` and ``[first_token, stop)`` for ``after_stage``; without
+    one it is a single part and both names hold its stage. None is untracked.
+    """
+
+    first_token_ns: int | None
+    before_stage: str | None
+    after_stage: str | None
+
+    def stage_at(self, time_ns: int) -> str | None:
+        if self.first_token_ns is None or time_ns < self.first_token_ns:
+            return self.before_stage
+        return self.after_stage
+
+    def parts(self, span: Span) -> list[tuple[int, int, str | None]]:
+        if self.first_token_ns is None:
+            return [(span.start_ns, span.stop_ns, self.before_stage)]
+        return [
+            (span.start_ns, self.first_token_ns, self.before_stage),
+            (self.first_token_ns, span.stop_ns, self.after_stage),
+        ]
+
+
+class CompiledRule:
+    __slots__ = (
+        "_attributes",
+        "_kind",
+        "_name",
+        "_service",
+        "first_token_event",
+        "portion",
+        "stage",
+    )
+
+    def __init__(self, stage: str, spec: RuleSpec) -> None:
+        if spec.portion not in PORTIONS:
+            raise ValueError(f"Unknown portion {spec.portion!r}.")
+        self.stage = stage
+        self.portion = spec.portion
+        self.first_token_event = spec.first_token_event or DEFAULT_FIRST_TOKEN_EVENT
+        self._service = spec.service
+        self._kind = normalise_kind(spec.span_kind)
+        self._name = _name_test(spec.span_name, spec.name_match)
+        self._attributes = tuple(
+            (key, attribute_text(value)) for key, value in spec.attributes.items()
+        )
+
+    @property
+    def attribute_keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self._attributes)
+
+    def matches(self, span: Span) -> bool:
+        if self._service and span.service != self._service:
+            return False
+        if self._kind and normalise_kind(span.kind) != self._kind:
+            return False
+        if self._name is not None and not self._name(span.name):
+            return False
+        attributes = span.attributes
+        for key, wanted in self._attributes:
+            if wanted is None or key not in attributes:
+                return False
+            if attribute_text(attributes[key]) != wanted:
+                return False
+        return True
+
+
+def _name_test(pattern: str, name_match: str) -> NameTest | None:
+    """None when the rule has no name condition.
+
+    A pattern RE2 cannot run never matches, so one team's broken rule cannot fail
+    a pass shared with other teams.
+    """
+    if not pattern:
+        return None
+    return name_test(pattern=pattern, kind=name_match)
+
+
+class StageMatcher:
+    """A pipeline's stages and rules, compiled once and reused for every span."""
+
+    def __init__(self, stages: Iterable[StageSpec]) -> None:
+        ordered = sorted(stages, key=lambda stage: stage.position)
+        self.stage_slugs = tuple(stage.slug for stage in ordered)
+        if len(set(self.stage_slugs)) != len(self.stage_slugs):
+            raise ValueError("Stage slugs must be unique within a pipeline.")
+        self._rules = tuple(
+            CompiledRule(stage.slug, rule)
+            for stage in ordered
+            for rule in sorted(stage.rules, key=lambda rule: rule.position)
+        )
+        self._keys = tuple(sorted({key for rule in self._rules for key in rule.attribute_keys}))
+        # (event name, stage before the first token, stage after it) per span signature.
+        self._cache: dict[tuple[str | None, ...], tuple[str, str | None, str | None]] = {}
+
+    def match(self, span: Span) -> SpanMatch:
+        """Give each part of the span to the first stage with a rule covering it.
+
+        ``whole`` covers both parts, ``until_first_token`` the part before the
+        first token, ``after_first_token`` the part after it. Without a known
+        first token the span is one part: a non-streaming call's first token is
+        its end, so ``until_first_token`` rules take all of it and
+        ``after_first_token`` rules take nothing.
+
+        The first token's event name comes from the first matching rule that
+        splits (portion other than whole), else the default ``first_token``.
+        """
+        event_name, before, after = self._decide(span)
+        token = first_token_ns(span, event_name)
+        if token is None:
+            return SpanMatch(None, before, before)
+        return SpanMatch(token, before, after)
+
+    def _decide(self, span: Span) -> tuple[str, str | None, str | None]:
+        # Spans of one kind repeat across traces with the same name, service and
+        # rule-relevant attributes; remembering the decision keeps per-span work flat.
+        attributes = span.attributes
+        signature = (
+            span.name,
+            span.service,
+            span.kind,
+            *[attribute_text(attributes.get(key)) for key in self._keys],
+        )
+        decision = self._cache.get(signature)
+        if decision is None:
+            if len(self._cache) >= MATCH_CACHE_SIZE:
+                self._cache.clear()
+            matched = [rule for rule in self._rules if rule.matches(span)]
+            decision = (
+                next(
+                    (rule.first_token_event for rule in matched if rule.portion != WHOLE),
+                    DEFAULT_FIRST_TOKEN_EVENT,
+                ),
+                next((rule.stage for rule in matched if rule.portion != AFTER_FIRST_TOKEN), None),
+                next((rule.stage for rule in matched if rule.portion != UNTIL_FIRST_TOKEN), None),
+            )
+            self._cache[signature] = decision
+        return decision

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from apps.dashboards.apis import traces
+
+urlpatterns = [
+    path("traces/", traces.TraceListApi.as_view(), name="api-traces"),
+    # Before the trace URL; "unmatched" is not a trace id, which is 32 hex digits.
+    path(
+        "traces/unmatched/",
+        traces.UnmatchedTrafficApi.as_view(),
+        name="api-traces-unmatched",
+    ),
+    path("traces/<str:trace_hex>/", traces.TraceDetailApi.as_view(), name="api-trace"),
+]

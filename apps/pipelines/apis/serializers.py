@@ -1,0 +1,256 @@
+"""Serializers of the pipelines API: input fields and output representations."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.pipelines.models import (
+    PERCENTILES,
+    NameMatch,
+    Pipeline,
+    Portion,
+    SpanKind,
+)
+from apps.pipelines.validation import EVALUATION_SETTINGS, validate_budget_mapping
+
+# Service errors name model fields; the API reports them under its own nested names.
+PIPELINE_ERROR_FIELDS = {
+    "match_service": "match.service",
+    "match_root_span": "match.root_span",
+    "match_attributes": "match.attributes",
+    "objective_target": "objective.target",
+    "objective_threshold_ms": "objective.threshold_ms",
+    **{f"budget_{percentile}_ms": "budget" for percentile in PERCENTILES},
+    **{setting.field: f"evaluation.{setting.key}" for setting in EVALUATION_SETTINGS},
+}
+STAGE_ERROR_FIELDS = {"budget_ms": "budget", "budget_percentile": "budget"}
+
+
+def _pipeline_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """Service keyword arguments from the API's nested objects."""
+    nested = ("match", "objective", "evaluation")
+    fields = {key: value for key, value in data.items() if key not in nested}
+    for key, value in data.get("match", {}).items():
+        fields[f"match_{key}"] = value
+    evaluation = data.get("evaluation", {})
+    fields.update({s.field: evaluation[s.key] for s in EVALUATION_SETTINGS if s.key in evaluation})
+    if "objective" in data:
+        objective = data["objective"] or {}
+        fields["objective_target"] = objective.get("target")
+        fields["objective_threshold_ms"] = objective.get("threshold_ms")
+    return fields
+
+
+def _stage_fields(data: dict[str, Any]) -> dict[str, Any]:
+    fields = {key: value for key, value in data.items() if key != "budget"}
+    if "budget" in data:
+        budget = data["budget"] or {}
+        fields["budget_ms"] = None
+        for percentile, ms in budget.items():
+            fields.update(budget_percentile=percentile, budget_ms=ms)
+    return fields
+
+
+# --- Fields and the representations several operations return ---------------------------
+
+BUDGET_SCHEMA = {
+    "type": "object",
+    "properties": {p: {"type": "integer", "minimum": 1, "maximum": 3_600_000} for p in PERCENTILES},
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+
+
+@extend_schema_field({**BUDGET_SCHEMA, "example": {"p95": 2500}})
+class BudgetField(serializers.Field):
+    """Whole milliseconds by percentile, e.g. ``{"p95": 2500, "p99": 4000}``."""
+
+    single = False
+
+    def to_internal_value(self, data: Any) -> dict[str, int]:
+        return validate_budget_mapping(data, single=self.single)
+
+    def to_representation(self, value: dict[str, int]) -> dict[str, int] | None:
+        return value or None
+
+
+@extend_schema_field({**BUDGET_SCHEMA, "maxProperties": 1, "example": {"p95": 350}})
+class StageBudgetField(BudgetField):
+    single = True
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]
+        },
+        "example": {"gen_ai.operation.name": "embeddings"},
+    }
+)
+class AttributesField(serializers.JSONField):
+    """Attribute equalities: attribute key to a string, number or boolean."""
+
+
+class SpanRuleOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField()
+    span_name = serializers.CharField()
+    name_match = serializers.ChoiceField(choices=NameMatch.choices)
+    attributes = AttributesField()
+    span_kind = serializers.ChoiceField(choices=SpanKind.choices)
+    service = serializers.CharField()
+    portion = serializers.ChoiceField(choices=Portion.choices)
+    first_token_event = serializers.CharField()
+
+    class Meta:
+        ref_name = "SpanRule"
+
+
+class StageOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    position = serializers.IntegerField()
+    budget = StageBudgetField(allow_null=True)
+    rules = SpanRuleOutput(many=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Stage"
+
+
+class MatchOutput(serializers.Serializer):
+    service = serializers.CharField(source="match_service")
+    root_span = serializers.CharField(source="match_root_span")
+    attributes = AttributesField(source="match_attributes")
+
+    class Meta:
+        ref_name = "PipelineMatch"
+
+
+class ObjectiveOutput(serializers.Serializer):
+    target = serializers.DecimalField(
+        max_digits=6, decimal_places=3, coerce_to_string=False, source="objective_target"
+    )
+    threshold_ms = serializers.IntegerField(source="objective_threshold_ms")
+
+    class Meta:
+        ref_name = "PipelineObjective"
+
+
+EVALUATION_HELP = {
+    "window_s": "Seconds of recent traces each evaluation looks at.",
+    "min_samples": "Fewer samples than this in the window give no verdict.",
+    "close_after": "Evaluations in a row back under budget before a violation closes.",
+}
+
+
+def _evaluation_help(key: str) -> str:
+    setting = next(s for s in EVALUATION_SETTINGS if s.key == key)
+    return (
+        f"{EVALUATION_HELP[key]} {setting.minimum} to {setting.maximum}, default {setting.default}."
+    )
+
+
+class EvaluationOutput(serializers.Serializer):
+    window_s = serializers.IntegerField(
+        source="evaluation_window_s", help_text=_evaluation_help("window_s")
+    )
+    min_samples = serializers.IntegerField(help_text=_evaluation_help("min_samples"))
+    close_after = serializers.IntegerField(help_text=_evaluation_help("close_after"))
+
+    class Meta:
+        ref_name = "PipelineEvaluation"
+
+
+class PipelineOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    match = MatchOutput(source="*")
+    budget = BudgetField()
+    objective = serializers.SerializerMethodField()
+    evaluation = EvaluationOutput(source="*")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Pipeline"
+
+    @extend_schema_field(ObjectiveOutput(allow_null=True))
+    def get_objective(self, pipeline: Pipeline) -> dict[str, Any] | None:
+        if pipeline.objective_target is None:
+            return None
+        return ObjectiveOutput(pipeline).data
+
+
+class PipelineSummaryOutput(PipelineOutput):
+    stage_count = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "PipelineSummary"
+
+
+class PipelineDetailOutput(PipelineOutput):
+    stages = StageOutput(many=True)
+
+    class Meta:
+        ref_name = "PipelineDetail"
+
+
+class MatchInput(serializers.Serializer):
+    service = serializers.CharField(max_length=200, allow_blank=True, default="")
+    root_span = serializers.CharField(max_length=200, allow_blank=True, default="")
+    attributes = AttributesField(default=dict)
+
+    class Meta:
+        ref_name = "PipelineMatchInput"
+
+
+class ObjectiveInput(serializers.Serializer):
+    target = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        coerce_to_string=False,
+        help_text="Percent of requests that should finish under the threshold.",
+    )
+    threshold_ms = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "PipelineObjectiveInput"
+
+
+def evaluation_defaults() -> dict[str, int]:
+    return {setting.key: setting.default for setting in EVALUATION_SETTINGS}
+
+
+class EvaluationInput(serializers.Serializer):
+    """Budget-evaluation settings; a key left out takes its default (on PATCH: stays)."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            setting.key: serializers.IntegerField(
+                min_value=setting.minimum,
+                max_value=setting.maximum,
+                default=setting.default,
+                help_text=_evaluation_help(setting.key),
+            )
+            for setting in EVALUATION_SETTINGS
+        }
+
+    def to_internal_value(self, data: Any) -> Any:
+        # A misspelt key would otherwise be dropped and its setting silently left as it was.
+        if isinstance(data, Mapping):
+            allowed = ", ".join(s.key for s in EVALUATION_SETTINGS)
+            unknown = [key for key in data if key not in self.fields]
+            if unknown:
+                raise serializers.ValidationError(
+                    {str(key): [f"Unknown setting; use {allowed}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+    class Meta:
+        ref_name = "PipelineEvaluationInput"

@@ -1,0 +1,307 @@
+"""Budget fit check: do a pipeline's stage budgets agree with its end-to-end budget?
+
+Over the complete traces of the last 7 days (analyzed at least once, root
+present), computed with SQL aggregates over traces and stage samples:
+
+* per stage, how many traces ran it, how many ran it over its budget, and that
+  share of all traces and of the traces that ran it; a budget at p95 is meant to
+  be exceeded by 5 % of runs, so ``expected_share`` (1 - p) is the honest yardstick;
+* the traces where every budgeted stage met its budget and the end-to-end time
+  still exceeded the headline budget: stage budgets that all hold yet do not
+  add up, "the allocation is inconsistent";
+* a suggested budget per stage (see ``suggest_budgets``).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+)
+from django.utils import timezone
+
+from apps.analysis.models import StageSample
+from apps.core.time import NS_PER_MS, datetime_to_ns
+from apps.ingest.models import Trace
+from apps.pipelines.models import PERCENTILES, Pipeline, Stage
+
+PERIOD = timedelta(days=7)
+HEADROOM = 0.10
+# The budget percentiles as integer percents, in PERCENTILES order.
+PERCENTS = tuple(int(p[1:]) for p in PERCENTILES)
+# Typed: Django would call a difference of big integers an IntegerField and turn a
+# comparison with more than 2**31 ns (2.1 s) into an empty result.
+DURATION_NS = ExpressionWrapper(F("end_ns") - F("start_ns"), output_field=BigIntegerField())
+
+
+@dataclass(frozen=True)
+class StageFit:
+    stage: Stage
+    percentile: str
+    budget_ms: int | None
+    runs: int
+    over_budget: int | None
+    share_over_budget: float | None
+    share_of_runs_over_budget: float | None
+    expected_share: float
+    observed_ms: float | None
+    critical_fraction: float | None
+    suggested_ms: int | None
+
+
+@dataclass(frozen=True)
+class PipelineFit:
+    pipeline: Pipeline
+    start: datetime
+    end: datetime
+    traces: int
+    percentile: str | None
+    budget_ms: int | None
+    observed_ms: float | None
+    over_budget: int | None
+    share_over_budget: float | None
+    expected_share: float | None
+    inconsistent: int | None
+    share_inconsistent: float | None
+    untracked_ms: float | None
+    scale: float | None
+    stages: list[StageFit]
+
+
+def _share(part: int | None, whole: int) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
+@dataclass(frozen=True)
+class TraceSet:
+    """The pipeline's complete traces (analyzed at least once) starting in [start, end)."""
+
+    pipeline: Pipeline
+    start_ns: int
+    end_ns: int
+
+    def queryset(self) -> QuerySet[Trace]:
+        return Trace.objects.filter(
+            team_id=self.pipeline.team_id,
+            pipeline_id=self.pipeline.pk,
+            start_ns__gte=self.start_ns,
+            start_ns__lt=self.end_ns,
+            end_ns__isnull=False,
+            finalized_at__isnull=False,
+            incomplete=False,
+        )
+
+
+def _percentiles_sql(
+    table: str, value_sql: str, where_sql: str, params: list[Any], group: str
+) -> dict[int, list[float]]:
+    """p50/p90/p95/p99 by nearest rank (``percentile_disc``) of a column, by ``group``."""
+    fractions = ", ".join(str(percent / 100) for percent in PERCENTS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {group}, percentile_disc(ARRAY[{fractions}]) "
+            f"WITHIN GROUP (ORDER BY {value_sql}) FROM {table} WHERE {where_sql} "
+            f"GROUP BY {group}",
+            params,
+        )
+        return {row[0]: [float(v) for v in row[1]] for row in cursor.fetchall()}
+
+
+def stage_percentiles(traces: TraceSet) -> dict[int, list[float]]:
+    """Nearest-rank p50/p90/p95/p99 of each stage's wall time (ns) by stage id."""
+    return _percentiles_sql(
+        f'"{StageSample._meta.db_table}"',
+        "wall_ns",
+        "pipeline_id = %s AND start_ns >= %s AND start_ns < %s",
+        [traces.pipeline.pk, traces.start_ns, traces.end_ns],
+        "stage_id",
+    )
+
+
+def trace_percentiles(traces: TraceSet) -> tuple[list[float], list[float]] | None:
+    """Nearest-rank p50..p99 of the end-to-end time and of the untracked critical time (ns)."""
+    where = (
+        "team_id = %s AND pipeline_id = %s AND start_ns >= %s AND start_ns < %s "
+        "AND end_ns IS NOT NULL AND finalized_at IS NOT NULL AND NOT incomplete"
+    )
+    params = [traces.pipeline.team_id, traces.pipeline.pk, traces.start_ns, traces.end_ns]
+    table = f'"{Trace._meta.db_table}"'
+    durations = _percentiles_sql(table, "end_ns - start_ns", where, params, "pipeline_id")
+    untracked = _percentiles_sql(table, "untracked_critical_ns", where, params, "pipeline_id")
+    if traces.pipeline.pk not in durations:
+        return None
+    return durations[traces.pipeline.pk], untracked[traces.pipeline.pk]
+
+
+def _over_budget(stages: Sequence[Stage]) -> Q | None:
+    """Samples of any budgeted stage over its budget; None when no stage has a budget."""
+    condition = None
+    for stage in stages:
+        if stage.budget_ms is not None:
+            over = Q(stage_id=stage.pk, wall_ns__gt=stage.budget_ms * NS_PER_MS)
+            condition = over if condition is None else condition | over
+    return condition
+
+
+def suggest_budgets(
+    *,
+    observed_ms: dict[int, float],
+    critical_fraction: dict[int, float],
+    budget_ms: int | None,
+    untracked_ms: float,
+) -> tuple[dict[int, int], float | None]:
+    """Suggested budgets by stage id, and the scale ``k`` that fits the end-to-end budget.
+
+    Each stage starts from ``base = observed x (1 + HEADROOM)``: its observed
+    percentile at its own budget percentile plus 10 %. Only the part of a stage's
+    time on the critical path spends end-to-end time: with ``f`` = the stage's
+    summed critical-path time over its summed wall time (1 for a sequential stage,
+    0 for one always hidden behind a slower sibling), ``f x base`` is on the path
+    and ``(1 - f) x base`` runs beside slower work. The stages may spend
+    ``A = E - U``: the end-to-end budget E minus U, the untracked critical time at
+    the same percentile (orchestration no stage owns). Percentiles do not add, but
+    budgets are allocated by adding them, as the allocation bar does.
+
+    With ``D = sum(f x base)``, ``k = min(1, A / D)`` and each suggestion is
+    ``(1 - f) x base + k x f x base``: the on-path parts shrink in proportion to
+    what they spend until they sum to A, the rest is left alone, and bases that
+    already fit stay as they are (k = 1). Without an end-to-end budget, or when
+    U alone exceeds it (A <= 0, nothing can fit), or without traffic, the bases
+    are returned and k is None. Suggestions are rounded to whole milliseconds, at least 1.
+    """
+    bases = {stage_id: value * (1 + HEADROOM) for stage_id, value in observed_ms.items()}
+    available = budget_ms - untracked_ms if budget_ms is not None else 0.0
+    if budget_ms is None or available <= 0 or not bases:
+        return {stage_id: max(1, round(base)) for stage_id, base in bases.items()}, None
+    demand = sum(critical_fraction.get(stage_id, 0.0) * base for stage_id, base in bases.items())
+    scale = min(1.0, available / demand) if demand > 0 else 1.0
+    suggested = {}
+    for stage_id, base in bases.items():
+        on_path = critical_fraction.get(stage_id, 0.0) * base
+        suggested[stage_id] = max(1, round(base - on_path + scale * on_path))
+    return suggested, scale
+
+
+def _expected_share(percentile: str) -> float:
+    return (100 - PERCENTS[PERCENTILES.index(percentile)]) / 100
+
+
+def _trace_counts(traces: TraceSet, headline: tuple[str, int] | None, over_any: Q | None) -> Any:
+    """Traces; over the end-to-end budget; and over it while every stage met its budget."""
+    aggregates = {"traces": Count("pk")}
+    queryset = traces.queryset()
+    if headline is not None:
+        queryset = queryset.annotate(elapsed_ns=DURATION_NS)
+        e2e_over = Q(elapsed_ns__gt=headline[1] * NS_PER_MS)
+        inconsistent = e2e_over
+        if over_any is not None:
+            samples = StageSample.objects.filter(
+                over_any, trace_pk=OuterRef("pk"), start_ns=OuterRef("start_ns")
+            )
+            queryset = queryset.annotate(stage_over=Exists(samples))
+            inconsistent &= Q(stage_over=False)
+        aggregates["over"] = Count("pk", filter=e2e_over)
+        aggregates["inconsistent"] = Count("pk", filter=inconsistent)
+    return queryset.aggregate(**aggregates)
+
+
+def _stage_counts(traces: TraceSet, over_any: Q | None) -> dict[int, dict[str, Any]]:
+    """Runs, runs over budget, and summed wall and critical-path time, by stage id."""
+    aggregates = {"runs": Count("trace_pk"), "wall": Sum("wall_ns"), "critical": Sum("critical_ns")}
+    if over_any is not None:
+        aggregates["over"] = Count("trace_pk", filter=over_any)
+    rows = (
+        StageSample.objects.filter(
+            pipeline_id=traces.pipeline.pk,
+            start_ns__gte=traces.start_ns,
+            start_ns__lt=traces.end_ns,
+        )
+        .values("stage_id")
+        .annotate(**aggregates)
+    )
+    return {row["stage_id"]: dict(row) for row in rows}
+
+
+def pipeline_fit(*, pipeline: Pipeline, now: datetime | None = None) -> PipelineFit:
+    """The fit check of one pipeline over the 7 days before ``now``."""
+    now = now or timezone.now()
+    start = now - PERIOD
+    traces = TraceSet(pipeline, datetime_to_ns(start), datetime_to_ns(now))
+    stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
+    headline = pipeline.headline_budget
+    over_any = _over_budget(stages)
+
+    totals = _trace_counts(traces, headline, over_any)
+    trace_count = totals["traces"]
+    by_stage = _stage_counts(traces, over_any)
+    percentiles = stage_percentiles(traces)
+    observed = {
+        stage.pk: percentiles[stage.pk][PERCENTILES.index(stage.budget_percentile)] / NS_PER_MS
+        for stage in stages
+        if stage.pk in percentiles
+    }
+    fraction = {
+        stage_id: min(1.0, (row["critical"] or 0) / row["wall"]) if row["wall"] else 0.0
+        for stage_id, row in by_stage.items()
+    }
+    e2e_observed = untracked = None
+    trace_values = trace_percentiles(traces) if headline is not None else None
+    if headline is not None and trace_values is not None:
+        position = PERCENTILES.index(headline[0])
+        e2e_observed = trace_values[0][position] / NS_PER_MS
+        untracked = trace_values[1][position] / NS_PER_MS
+    suggested, scale = suggest_budgets(
+        observed_ms=observed,
+        critical_fraction=fraction,
+        budget_ms=headline[1] if headline else None,
+        untracked_ms=untracked or 0.0,
+    )
+
+    stage_fits = []
+    for stage in stages:
+        row = by_stage.get(stage.pk, {})
+        runs = row.get("runs", 0)
+        over = row.get("over", 0) if stage.budget_ms is not None else None
+        stage_fits.append(
+            StageFit(
+                stage=stage,
+                percentile=stage.budget_percentile,
+                budget_ms=stage.budget_ms,
+                runs=runs,
+                over_budget=over,
+                share_over_budget=_share(over, trace_count),
+                share_of_runs_over_budget=_share(over, runs),
+                expected_share=_expected_share(stage.budget_percentile),
+                observed_ms=observed.get(stage.pk),
+                critical_fraction=fraction.get(stage.pk) if runs else None,
+                suggested_ms=suggested.get(stage.pk),
+            )
+        )
+    return PipelineFit(
+        pipeline=pipeline,
+        start=start,
+        end=now,
+        traces=trace_count,
+        percentile=headline[0] if headline else None,
+        budget_ms=headline[1] if headline else None,
+        observed_ms=e2e_observed,
+        over_budget=totals.get("over"),
+        share_over_budget=_share(totals.get("over"), trace_count),
+        expected_share=_expected_share(headline[0]) if headline else None,
+        inconsistent=totals.get("inconsistent"),
+        share_inconsistent=_share(totals.get("inconsistent"), trace_count),
+        untracked_ms=untracked,
+        scale=scale,
+        stages=stage_fits,
+    )

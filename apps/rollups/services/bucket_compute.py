@@ -1,0 +1,234 @@
+"""The rows of rollup buckets, computed from their source of truth.
+
+From samples: every trace of the pipeline that was analyzed complete and starts in
+the bucket gives an end-to-end wall value (with its error flag and, when the
+pipeline has an objective, whether it met the threshold) and an untracked
+critical-path value; every stage sample gives its stage a wall and a critical value.
+A trace opened again by new spans keeps counting with its last analyzed values, like
+its stage samples, until it is analyzed again.
+
+From children: the finer buckets' rows are merged (sketches merged exactly, sums,
+counts and maxima combined), which gives the same rows as computing from samples.
+
+Samples are read at most ``CHUNK_S`` seconds of trace starts per query, many
+buckets per query when they are short, several queries merged when a bucket is
+long (an hour rebuilt from samples), so memory stays bounded.
+
+Values beyond the sketch's range (a root span stamped days apart) are clipped to
+it, so that one broken trace cannot stop its bucket from being written.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import IntegerField, Q
+from django.db.models.functions import Cast
+from numpy.typing import NDArray
+
+from apps.analysis.models import StageSample
+from apps.core.time import NS_PER_MS, NS_PER_S, align_down, to_datetime, to_seconds
+from apps.ingest.models import Trace
+from apps.pipelines.models import Pipeline
+from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.selectors.int_columns import int_columns
+from apps.rollups.services.retention import CHILD
+from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
+
+MAX_NS = int(MAX_VALUE_MS) * NS_PER_MS
+# Two minutes of a pipeline at 4,000 traces/s is ~10 M values, ~400 MB fetched.
+CHUNK_S = 120
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    id: int
+    team_id: int
+    objective_threshold_ms: int | None
+
+
+@dataclass(frozen=True)
+class Part:
+    """Totals and sketch of some of one bucket's values."""
+
+    count: int
+    errors: int
+    good: int
+    sum_ns: int
+    max_ns: int
+    sketch: Sketch
+
+
+# (bucket start in epoch seconds, stage id, measure)
+Key = tuple[int, int, int]
+Parts = defaultdict[Key, list[Part]]
+
+
+def pipelines_info(ids: set[int]) -> dict[int, PipelineInfo]:
+    rows = Pipeline.objects.filter(id__in=ids).values_list(
+        "id", "team_id", "objective_threshold_ms"
+    )
+    return {row[0]: PipelineInfo(*row) for row in rows}
+
+
+def _runs(starts: list[int], width: int) -> list[tuple[int, int]]:
+    """Sorted bucket starts (seconds) as maximal [from, to) runs of adjacent buckets."""
+    runs: list[tuple[int, int]] = []
+    for start in starts:
+        if runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], start + width)
+        else:
+            runs.append((start, start + width))
+    return runs
+
+
+def _query_ranges(starts: list[int], width: int) -> list[list[tuple[int, int]]]:
+    """The buckets' time as groups of [from, to) ranges of at most CHUNK_S seconds
+    in all, one group per query; ranges are cut at multiples of CHUNK_S."""
+    pieces = []
+    for low, high in _runs(starts, width):
+        while low < high:
+            cut = min(high, align_down(low, CHUNK_S) + CHUNK_S)
+            pieces.append((low, cut))
+            low = cut
+    groups: list[list[tuple[int, int]]] = []
+    covered = CHUNK_S
+    for low, high in pieces:
+        if covered + high - low > CHUNK_S:
+            groups.append([])
+            covered = 0
+        if groups[-1] and groups[-1][-1][1] == low:
+            groups[-1][-1] = (groups[-1][-1][0], high)
+        else:
+            groups[-1].append((low, high))
+        covered += high - low
+    return groups
+
+
+def _groups(*keys: NDArray[np.int64]) -> list[NDArray[np.intp]]:
+    """Index runs of rows with equal ``keys``."""
+    order = np.lexsort(keys[::-1])
+    if not len(order):
+        return []
+    changed = np.zeros(len(order) - 1, dtype=bool)
+    for key in keys:
+        sorted_key = key[order]
+        changed |= sorted_key[1:] != sorted_key[:-1]
+    return np.split(order, np.flatnonzero(changed) + 1)
+
+
+def _part(values_ns: NDArray[np.int64], errors: int, good: int = 0) -> Part:
+    values = np.clip(values_ns, 0, MAX_NS)
+    return Part(
+        count=len(values),
+        errors=errors,
+        good=good,
+        sum_ns=int(values.sum()),
+        max_ns=int(values.max()),
+        sketch=Sketch.from_values(values / NS_PER_MS),
+    )
+
+
+def _bucket_of(start_ns: NDArray[np.int64], resolution: int) -> NDArray[np.int64]:
+    """``align_down`` of each start's epoch second, over a whole array at once."""
+    seconds = start_ns // NS_PER_S
+    return seconds - seconds % resolution
+
+
+def rows_from_samples(
+    pipeline: PipelineInfo, resolution: int, starts: list[int]
+) -> list[RollupBucket]:
+    """Rows of the buckets starting at ``starts`` (sorted epoch seconds), from traces
+    and stage samples: two queries per CHUNK_S seconds of buckets."""
+    parts: Parts = defaultdict(list)
+    for ranges in _query_ranges(starts, resolution):
+        q = Q()
+        for low, high in ranges:
+            q |= Q(start_ns__gte=low * NS_PER_S, start_ns__lt=high * NS_PER_S)
+        traces = int_columns(
+            Trace.objects.filter(
+                q, team_id=pipeline.team_id, pipeline_id=pipeline.id, incomplete=False,
+                end_ns__isnull=False,
+            ),
+            "start_ns", "end_ns", Cast("error", IntegerField()), "untracked_critical_ns",
+        )  # fmt: skip
+        samples = int_columns(
+            StageSample.objects.filter(q, pipeline_id=pipeline.id),
+            "start_ns", "stage_id", "wall_ns", "critical_ns", Cast("error", IntegerField()),
+        )  # fmt: skip
+        _add_traces(parts, traces, resolution, pipeline.objective_threshold_ms)
+        _add_samples(parts, samples, resolution)
+    return _rows(pipeline, resolution, parts)
+
+
+def _add_traces(
+    parts: Parts, traces: NDArray[np.int64], resolution: int, threshold_ms: int | None
+) -> None:
+    buckets = _bucket_of(traces[:, 0], resolution)
+    e2e = np.maximum(traces[:, 1] - traces[:, 0], 0)
+    errors, untracked = traces[:, 2], traces[:, 3]
+    for group in _groups(buckets):
+        start, values = int(buckets[group[0]]), e2e[group]
+        good = 0 if threshold_ms is None else int((values <= threshold_ms * NS_PER_MS).sum())
+        error_count = int(errors[group].sum())
+        parts[(start, E2E_STAGE_ID, Measure.WALL)].append(_part(values, error_count, good))
+        parts[(start, UNTRACKED_STAGE_ID, Measure.CRITICAL)].append(
+            _part(untracked[group], error_count)
+        )
+
+
+def _add_samples(parts: Parts, samples: NDArray[np.int64], resolution: int) -> None:
+    buckets = _bucket_of(samples[:, 0], resolution)
+    stages = samples[:, 1]
+    for group in _groups(buckets, stages):
+        start, stage_id = int(buckets[group[0]]), int(stages[group[0]])
+        error_count = int(samples[group, 4].sum())
+        parts[(start, stage_id, Measure.WALL)].append(_part(samples[group, 2], error_count))
+        parts[(start, stage_id, Measure.CRITICAL)].append(_part(samples[group, 3], error_count))
+
+
+def rows_from_children(
+    pipeline: PipelineInfo, resolution: int, starts: list[int]
+) -> list[RollupBucket]:
+    """Rows of the buckets starting at ``starts`` merged from the next finer
+    resolution's rows, fetched in one query."""
+    ranges = Q()
+    for low, high in _runs(starts, resolution):
+        ranges |= Q(bucket_start__gte=to_datetime(low), bucket_start__lt=to_datetime(high))
+    children = RollupBucket.objects.filter(
+        ranges, pipeline_id=pipeline.id, resolution=CHILD[resolution]
+    ).values_list(
+        "bucket_start", "stage_id", "measure", "count", "error_count", "good_count",
+        "sum_ns", "max_ns", "sketch",
+    )  # fmt: skip
+    parts: Parts = defaultdict(list)
+    for when, stage_id, measure, count, errors, good, sum_ns, max_ns, sketch in children:
+        parts[(align_down(to_seconds(when), resolution), stage_id, measure)].append(
+            Part(count, errors, good, sum_ns, max_ns, Sketch.from_bytes(bytes(sketch)))
+        )
+    return _rows(pipeline, resolution, parts)
+
+
+def _rows(pipeline: PipelineInfo, resolution: int, parts: Parts) -> list[RollupBucket]:
+    rows = []
+    for (start, stage_id, measure), members in sorted(parts.items()):
+        sketch = (
+            members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+        )
+        rows.append(
+            RollupBucket(
+                team_id=pipeline.team_id,
+                pipeline_id=pipeline.id,
+                stage_id=stage_id,
+                measure=measure,
+                resolution=resolution,
+                bucket_start=to_datetime(start),
+                count=sum(m.count for m in members),
+                error_count=sum(m.errors for m in members),
+                good_count=sum(m.good for m in members),
+                sum_ns=sum(m.sum_ns for m in members),
+                max_ns=max(m.max_ns for m in members),
+                sketch=sketch.to_bytes(),
+            )
+        )
+    return rows

@@ -1,0 +1,215 @@
+"""Recompute dirty rollup buckets, finest resolution first.
+
+Restartability. The classic rollup job keeps a watermark, the time up to which
+its input has been rolled up, and advances it in the transaction that writes the
+output, so a crash redoes exactly the unfinished part. Late data breaks a single
+position: a trace analyzed again can change any old bucket. So the watermark is a
+set instead, one DirtyBucket row per bucket still to be redone: trace analysis adds
+rows in the transaction that changes samples, and a run claims rows, rewrites
+their buckets (old rows deleted, new ones computed from scratch, never added to),
+marks each parent bucket dirty and deletes the claimed rows, all in one
+transaction. A crash anywhere rolls everything back, leaving the rows for the next
+run, which redoes the half-written buckets whole.
+
+Each resolution is its own transaction (its own job, with its own set of rows),
+finest first, so one call carries a change from 10 s up to the day bucket. A
+transaction locks buckets of one resolution and marks only the next, so two
+workers never wait on each other in a cycle. Claims use ``FOR UPDATE SKIP
+LOCKED``: concurrent runs share the rows and never claim the same bucket. Parents
+are marked with an upsert that touches ``marked_at``: when the parent row is
+claimed by a run still reading the children, the upsert waits for that run and
+leaves a new row behind, so the parent is redone with the new children; an insert
+that ignored the conflict would be lost when that run deletes its claimed row.
+"""
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.analysis.models import DirtyBucket
+from apps.core.isolation import (
+    failure_reason,
+    items_run,
+    pass_statement_timeout,
+    pass_with_fallback,
+)
+from apps.core.models import QuarantineKind
+from apps.core.quarantine import quarantine_record
+from apps.core.time import RESOLUTIONS, align_down, to_datetime, to_seconds
+from apps.core.transactions import commit_without_waiting
+from apps.rollups.models import RollupBucket
+from apps.rollups.services import bucket_compute as rollup_compute
+from apps.rollups.services.bucket_compute import PipelineInfo
+from apps.rollups.services.retention import PARENT, bucket_source
+
+logger = logging.getLogger(__name__)
+
+DIRTY_KEY = ["pipeline_id", "resolution", "bucket_start"]
+
+
+@dataclass
+class RollupResult:
+    claimed: dict[int, int] = field(default_factory=dict)
+    # By resolution, the pipelines whose buckets were rewritten: whose budgets to check.
+    pipelines: dict[int, set[int]] = field(default_factory=dict)
+    rows_written: int = 0
+    rows_deleted: int = 0
+
+    @property
+    def buckets(self) -> int:
+        return sum(self.claimed.values())
+
+    def add(self, other: "RollupResult") -> None:
+        self.claimed.update(other.claimed)
+        for resolution, pipelines in other.pipelines.items():
+            self.pipelines.setdefault(resolution, set()).update(pipelines)
+        self.rows_written += other.rows_written
+        self.rows_deleted += other.rows_deleted
+
+
+def rollup_buckets_release(dirty_ids: list[int]) -> int:
+    """Put quarantined buckets back into the rollup passes."""
+    return DirtyBucket.objects.filter(pk__in=dirty_ids).update(quarantined_at=None)
+
+
+def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> RollupResult:
+    """Recompute up to ``limit`` dirty buckets of each resolution, finest first."""
+    now = now or timezone.now()
+    result = RollupResult()
+    for resolution in RESOLUTIONS:
+        one = pass_with_fallback(partial(_resolution_pass, resolution, limit=limit, now=now))
+        result.add(one)
+    return result
+
+
+def _resolution_pass(resolution: int, isolate: bool, *, limit: int, now: datetime) -> RollupResult:
+    result = RollupResult()
+    with transaction.atomic():
+        commit_without_waiting()  # a lost commit leaves its dirty rows: redone
+        pass_statement_timeout()
+        _process_resolution(resolution, limit=limit, now=now, result=result, isolate=isolate)
+    return result
+
+
+def _claim(resolution: int, limit: int) -> list[tuple[int, int, datetime]]:
+    dirty = DirtyBucket.objects.filter(resolution=resolution, quarantined_at__isnull=True)
+    dirty = dirty.order_by("bucket_start", "id")
+    dirty = dirty.select_for_update(skip_locked=True)
+    return list(dirty.values_list("id", "pipeline_id", "bucket_start")[:limit])
+
+
+Claimed = tuple[int, int, datetime]  # dirty row id, pipeline id, bucket start
+
+
+@dataclass
+class _Rewritten:
+    """What rewriting some claimed buckets did, kept apart until it commits."""
+
+    rows: list[Claimed]
+    starts: dict[int, list[int]]  # pipeline id -> bucket starts rewritten
+    written: int = 0
+    deleted: int = 0
+
+
+def _process_resolution(
+    resolution: int, *, limit: int, now: datetime, result: RollupResult, isolate: bool
+) -> None:
+    claimed = _claim(resolution, limit)
+    if not claimed:
+        return
+    result.claimed[resolution] = len(claimed)
+    pipelines = rollup_compute.pipelines_info({pipeline_id for _, pipeline_id, _ in claimed})
+
+    def rewrite(rows: Sequence[Claimed]) -> _Rewritten:
+        starts: dict[int, set[int]] = defaultdict(set)
+        for _, pipeline_id, start in rows:
+            starts[pipeline_id].add(to_seconds(start))
+        done = _Rewritten(rows=list(rows), starts={})
+        for pipeline_id in sorted(starts):
+            done.starts[pipeline_id] = _rewrite(
+                pipeline_id, pipelines.get(pipeline_id), resolution, sorted(starts[pipeline_id]),
+                now=now, done=done,
+            )  # fmt: skip
+        return done
+
+    def failed(row: Claimed, exc: BaseException) -> None:
+        dirty_id, pipeline_id, _ = row
+        reason = failure_reason(exc)
+        logger.warning("rollup bucket %s quarantined: %s", row, reason)
+        DirtyBucket.objects.filter(pk=dirty_id).update(quarantined_at=now)
+        info = pipelines.get(pipeline_id)
+        quarantine_record(
+            kind=QuarantineKind.ROLLUP_BUCKET,
+            item_id=dirty_id,
+            team_id=info.team_id if info else None,
+            reason=reason,
+        )
+
+    parents: set[tuple[int, int]] = set()
+    for done in items_run(claimed, rewrite, isolate=isolate, on_failure=failed):
+        result.rows_written += done.written
+        result.rows_deleted += done.deleted
+        for pipeline_id, rewritten in done.starts.items():
+            if rewritten:
+                result.pipelines.setdefault(resolution, set()).add(pipeline_id)
+            if resolution in PARENT:
+                parent = PARENT[resolution]
+                parents |= {(pipeline_id, align_down(start, parent)) for start in rewritten}
+        DirtyBucket.objects.filter(pk__in=[row[0] for row in done.rows]).delete()
+    if parents:
+        _mark(parents, PARENT[resolution])
+
+
+def _rewrite(
+    pipeline_id: int,
+    pipeline: PipelineInfo | None,
+    resolution: int,
+    starts: list[int],
+    *,
+    now: datetime,
+    done: _Rewritten,
+) -> list[int]:
+    """Replace the rows of one pipeline's claimed buckets; the starts rewritten."""
+    plan: dict[str, list[int]] = defaultdict(list)
+    for start in starts:
+        # A deleted pipeline's buckets are emptied all the way up.
+        source = (
+            "expired" if pipeline is None else bucket_source(resolution, to_datetime(start), now)
+        )
+        plan[source].append(start)
+    rewritten = sorted(plan["samples"] + plan["children"] + plan["expired"])
+    done.deleted += RollupBucket.objects.filter(
+        pipeline_id=pipeline_id,
+        resolution=resolution,
+        bucket_start__in=[to_datetime(start) for start in rewritten],
+    ).delete()[0]
+    if pipeline is not None:
+        rows = []
+        if plan["samples"]:
+            rows += rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
+        if plan["children"]:
+            rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
+        RollupBucket.objects.bulk_create(rows, batch_size=1000)
+        done.written += len(rows)
+    return rewritten
+
+
+def _mark(buckets: set[tuple[int, int]], resolution: int) -> None:
+    # Sorted, so that concurrent runs upsert in one order and never deadlock.
+    DirtyBucket.objects.bulk_create(
+        [
+            DirtyBucket(
+                pipeline_id=pipeline_id, resolution=resolution, bucket_start=to_datetime(start)
+            )
+            for pipeline_id, start in sorted(buckets)
+        ],
+        update_conflicts=True,
+        unique_fields=DIRTY_KEY,
+        update_fields=["marked_at"],
+    )
