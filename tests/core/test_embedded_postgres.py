@@ -94,3 +94,26 @@ def test_a_checkout_in_a_private_directory_is_opened_for_traversal_and_starts(
     assert private.stat().st_mode & 0o777 == 0o701  # others may pass through, not list
     with psycopg.connect(server.url()) as db:
         assert db.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.slow
+def test_a_tcp_port_is_opened_on_this_machine_only_when_asked(server_var_dir: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from tests.processes import ROOT
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "VAR_DIR": str(server_var_dir), "EMBEDDED_POSTGRES_TCP_PORT": str(port)}
+    command = [sys.executable, "-m", "apps.core.embedded_postgres"]
+    started = subprocess.run([*command, "start"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    try:
+        url = f"postgresql://postgres@127.0.0.1:{port}/budgets"
+        with psycopg.connect(url) as db:
+            assert db.execute("SHOW listen_addresses").fetchone() == ("127.0.0.1",)
+    finally:
+        subprocess.run([*command, "stop"], cwd=ROOT, env=env, check=True, capture_output=True)

@@ -11,7 +11,12 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[3]
 DATABASE = "budgets"
 SUPERUSER = "postgres"
-PORT = 5432
+# Set, the server also listens on 127.0.0.1 at this port (for a desktop SQL client, say);
+# unset, it has a Unix socket only. Its socket is named after the port either way, so
+# every process of one checkout must see the same value.
+TCP_PORT_VARIABLE = "EMBEDDED_POSTGRES_TCP_PORT"
+TCP_PORT = int(os.environ.get(TCP_PORT_VARIABLE, "") or 0) or None
+PORT = TCP_PORT or 5432
 SERVER_USER = "budgets-postgres"
 # A socket's path must fit in sun_path: 108 bytes on Linux, 104 on macOS, NUL included.
 SOCKET_PATH_MAX = 103

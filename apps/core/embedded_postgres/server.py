@@ -2,6 +2,7 @@
 
 import fcntl
 import importlib.util
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from apps.core.embedded_postgres.layout import (
     DATABASE,
     PORT,
     SUPERUSER,
+    TCP_PORT,
     EmbeddedPostgresError,
     Server,
     server_at,
@@ -133,6 +135,9 @@ def _launch(server: Server, *, bin_dir: Path, account: Account) -> subprocess.Po
         str(bin_dir / "postgres"), "-D", str(server.data), "-p", str(PORT),
         "-c", "listen_addresses=", "-c", f"unix_socket_directories={socket_dir}",
     ]  # fmt: skip
+    if TCP_PORT:
+        command[-3] = "listen_addresses=127.0.0.1"
+        command += ["-c", f"hba_file={_tcp_hba_file(server, account=account)}"]
     with server.log.open("ab") as log:
         # A session of its own: Ctrl-C on `make run` stops the app, not its database.
         return subprocess.Popen(
@@ -144,6 +149,22 @@ def _launch(server: Server, *, bin_dir: Path, account: Account) -> subprocess.Po
             start_new_session=True,
             **as_account(account),
         )
+
+
+def _tcp_hba_file(server: Server, *, account: Account) -> Path:
+    """Client rules when a TCP port was asked for: trusted from this machine only.
+
+    As trusting as the socket, but open to every local user: for a development machine,
+    never for a shared one (docs/deployment.md).
+    """
+    path = server.data / "pg_hba_tcp.conf"
+    path.write_text(
+        "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all 0.0.0.0/0 reject\n"
+    )
+    if account is not None:
+        os.chown(path, account.pw_uid, account.pw_gid)
+    path.chmod(0o600)
+    return path
 
 
 def _wait_until_ready(server: Server, *, process: subprocess.Popen[bytes] | None) -> None:
