@@ -10,8 +10,9 @@ socket only, never a TCP port. The socket directory belongs to the server's user
 
 This runs before Django's settings exist (the settings need the server's address), so it
 imports nothing from Django. ``start`` is idempotent: a running server is reused, and it
-keeps running after the command ends, for every later ``make run`` or ``make test``, until
-``stop``. The settings only compute the address; they never start a server.
+keeps running after the command ends, for every later command, until ``stop`` (which
+``make run`` calls when it ends). The settings only compute the address; they never start a
+server.
 
 PostgreSQL refuses to run as root. As root (containers, CI) the server runs as the system
 user ``budgets-postgres``, created on the first start.

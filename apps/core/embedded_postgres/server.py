@@ -139,7 +139,8 @@ def _launch(server: Server, *, bin_dir: Path, account: Account) -> subprocess.Po
         command[-3] = "listen_addresses=127.0.0.1"
         command += ["-c", f"hba_file={_tcp_hba_file(server, account=account)}"]
     with server.log.open("ab") as log:
-        # A session of its own: Ctrl-C on `make run` stops the app, not its database.
+        # A session of its own: the terminal's Ctrl-C never reaches it, so `make run` stops
+        # it (fast shutdown) only once the app's processes are gone.
         return subprocess.Popen(
             command,
             cwd=server.home,

@@ -1,10 +1,5 @@
 """Percentiles of a pipeline over a window, and one percentile as a chart series."""
 
-import re
-from datetime import datetime
-from typing import Any
-
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -23,6 +18,8 @@ from apps.rollups.apis.serializers import (
     SERIES_EXAMPLE,
     PercentilesOutput,
     SeriesOutput,
+    StepField,
+    WindowInput,
     percentiles_data,
     window_data,
 )
@@ -34,63 +31,12 @@ from apps.rollups.selectors import (
     Series,
     pipeline_percentiles,
     pipeline_series,
-    requested_bounds,
 )
-from apps.rollups.selectors.windows import MAX_WINDOW_SECONDS, to_datetime
+from apps.rollups.selectors.windows import to_datetime
 from apps.teams.api_schema import team_schema
 
 E2E = "e2e"
 MAX_POINTS_LIMIT = 1440
-_OFFSET_AFTER_SPACE = re.compile(r" (\d{2}:?\d{2})$")
-_STEP = re.compile(r"^(\d{1,7})([smhd]?)$")
-_STEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class Rfc3339Field(serializers.DateTimeField):
-    """A timestamp with its UTC offset; naive times are refused rather than guessed."""
-
-    def to_internal_value(self, value: Any) -> datetime:
-        if isinstance(value, str):
-            # An unencoded "+" in a query string arrives as a space.
-            value = _OFFSET_AFTER_SPACE.sub(r"+\1", value.strip())
-            try:
-                parsed = parse_datetime(value)
-            except ValueError:
-                parsed = None  # well formed but impossible: the parent reports the format
-            if parsed is not None and parsed.tzinfo is None:
-                raise serializers.ValidationError(
-                    "Give a UTC offset, e.g. 2025-01-31T12:00:00Z or …+02:00."
-                )
-        return super().to_internal_value(value)
-
-
-class StepField(serializers.Field):
-    """Seconds, or a number with s, m, h or d: ``300``, ``5m``, ``1h``."""
-
-    def to_internal_value(self, data: Any) -> int:
-        match = _STEP.match(str(data).strip()) if isinstance(data, str | int) else None
-        if not match:
-            raise serializers.ValidationError("Use seconds or a duration such as 30s, 5m, 1h, 1d.")
-        seconds = int(match[1]) * _STEP_UNITS[match[2]]
-        if not 10 <= seconds <= MAX_WINDOW_SECONDS:
-            raise serializers.ValidationError("Must be between 10 seconds and 90 days.")
-        return seconds
-
-    def to_representation(self, value: int) -> int:
-        return value
-
-
-class WindowInput(serializers.Serializer):
-    window = serializers.ChoiceField(choices=list(WINDOWS), required=False)
-    # "from" is a keyword: the fields are declared in the class namespace directly.
-    locals()["from"] = Rfc3339Field(required=False)
-    to = Rfc3339Field(required=False)
-
-    def bounds(self) -> tuple[int, int]:
-        data = self.validated_data
-        return requested_bounds(
-            window=data.get("window"), start=data.get("from"), end=data.get("to")
-        )
 
 
 def _window_parameters() -> list[OpenApiParameter]:

@@ -1,5 +1,5 @@
 """Serializers of the rollups API, by resource: the query input they share, then what
-each resource returns and the functions that shape selector results into it."""
+each resource returns, the functions that shape selector results into it, and examples."""
 
 import re
 from datetime import datetime

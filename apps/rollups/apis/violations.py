@@ -10,46 +10,11 @@ from rest_framework.response import Response
 
 from apps.core.api.pagination import DefaultPagination, paginated_response
 from apps.core.api.views import ApiView
-from apps.pipelines.models import Percentile
 from apps.rollups.access import violation_for_team
-from apps.rollups.models import Violation
+from apps.rollups.apis.serializers import ViolationOutput
 from apps.rollups.selectors.violations import CLOSED, E2E, OPEN, violations_for_team
 from apps.teams.api_schema import team_schema
 from apps.teams.request_team import membership_for_request
-
-
-class ViolationOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    pipeline = serializers.CharField(source="pipeline.slug")
-    scope = serializers.SerializerMethodField(help_text="`e2e` or `stage`.")
-    stage = serializers.CharField(
-        source="stage.slug", allow_null=True, help_text="The stage's slug; null for end to end."
-    )
-    state = serializers.SerializerMethodField(help_text="`open` or `closed`.")
-    percentile = serializers.ChoiceField(choices=Percentile.choices)
-    budget_ms = serializers.IntegerField()
-    observed_ms = serializers.FloatField(help_text="The percentile at the latest evaluation.")
-    peak_ms = serializers.FloatField(help_text="The highest value while open.")
-    sample_count = serializers.IntegerField(help_text="Samples in the latest window.")
-    window_s = serializers.IntegerField(help_text="Length of the evaluation window.")
-    opened_at = serializers.DateTimeField()
-    last_evaluated_at = serializers.DateTimeField()
-    closed_at = serializers.DateTimeField(allow_null=True)
-    consecutive_ok = serializers.IntegerField(
-        help_text="Evaluations in a row back under budget; the pipeline's `close_after` closes it."
-    )
-    example_trace_ids = serializers.ListField(
-        child=serializers.CharField(), help_text="The slowest traces of the worst window, hex."
-    )
-
-    class Meta:
-        ref_name = "Violation"
-
-    def get_scope(self, violation: Violation) -> str:
-        return "stage" if violation.stage_id else E2E
-
-    def get_state(self, violation: Violation) -> str:
-        return OPEN if violation.closed_at is None else CLOSED
 
 
 def _query(name: str, description: str, **extra: Any) -> OpenApiParameter:

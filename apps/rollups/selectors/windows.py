@@ -9,6 +9,8 @@ hours at its edges, then minutes, then 10-second buckets. Fine buckets are kept
 for a short time only, so for each resolution ``available_from`` says from when
 its buckets exist; a tile older than that is replaced by the coarser bucket
 holding it, which widens the window (the effective bounds are reported).
+Budget evaluation and objectives tile the same way (``tile_runs``), over the
+resolutions they choose to read.
 """
 
 import math

@@ -1,11 +1,11 @@
-"""Decoding many stored sketches at once into flat arrays (the format of ``sketch_codec``).
+"""Decoding many stored sketches at once into flat arrays (the format of ``codec``).
 
 A dashboard window reads thousands of small sketches; decoding them one by one
 costs about 20 µs each, nearly all of it per-call Python work. Here the blobs
 are joined into one buffer and every field is read for the whole batch with a
 few numpy operations.
 
-The batch decoder only accepts what ``sketch_codec.decode`` accepts, with the
+The batch decoder only accepts what ``codec.decode`` accepts, with the
 same parts. It leaves to that decoder (``BatchParts.rejected``) any blob it does
 not fully check: malformed ones, whose error the scalar decoder words, and valid
 but unusual ones (a varint of ten bytes, a bucket count above 2**40) that no

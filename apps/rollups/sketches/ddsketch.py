@@ -26,7 +26,7 @@ Contract:
   commutative: the same samples give the same bytes whatever the merge order.
 
 Many stored sketches are decoded and merged far faster together, per group, by
-``sketch_batch.merged_groups`` (same results and errors as one by one).
+``merge_batch.merged_groups`` (same results and errors as one by one).
 """
 
 import math

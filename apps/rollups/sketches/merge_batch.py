@@ -3,7 +3,7 @@
 A window over rollups merges thousands of stored sketches into a few dozen (one
 per stage and measure, or one per chart point). Decoding each into a Sketch and
 merging them pairwise costs ~20 µs a sketch; here the whole batch is decoded
-into flat arrays (``sketch_codec_batch``), checked as ``Sketch.from_bytes``
+into flat arrays (``codec_batch``), checked as ``Sketch.from_bytes``
 checks one sketch, and the buckets of every group are added up with a single
 ``np.bincount``.
 
