@@ -15,7 +15,7 @@ import base64
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -38,18 +38,19 @@ UNKNOWN_SERVICE = "unknown_service"
 
 # (name, time_ns) or (name, time_ns, attributes).
 EventSpec = tuple[str, int] | tuple[str, int, Mapping[str, Any]]
+StatusName = Literal["unset", "ok", "error"]
 
 
 @dataclass(slots=True)
 class HandSpan(Span):
     """An analysis span that also knows how it travels: ``resource`` holds every
-    resource attribute, service.name included; ``status`` is "unset", "ok" or "error";
-    ``event_attributes`` go with ``events`` in order."""
+    resource attribute, service.name included; ``event_attributes`` go with ``events``
+    in order."""
 
     trace_id: int = TRACE_ID
     resource: Mapping[str, Any] = field(default_factory=dict)
     scope: str = SCOPE
-    status: str = "unset"
+    status: StatusName = "unset"
     status_message: str = ""
     event_attributes: tuple[Mapping[str, Any], ...] = ()
 
@@ -66,7 +67,7 @@ def span(
     resource: Mapping[str, Any] = RESOURCE,
     attributes: dict[str, Any] | None = None,
     events: Iterable[EventSpec] = (),
-    status: str = "unset",
+    status: StatusName = "unset",
     message: str = "",
     scope: str = SCOPE,
     trace_id: int = TRACE_ID,
