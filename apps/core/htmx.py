@@ -23,7 +23,7 @@ def render_page(
     page: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """``template``, or only its named ``partial`` when htmx asks.
+    """``template``, or only its named ``partial`` when htmx swaps a region.
 
     Without ``partial`` the whole template is rendered for every request. ``page`` is
     for a partial that is no page of its own: requests without htmx get that page
@@ -34,7 +34,9 @@ def render_page(
     if partial is None:
         return render(request, template, context, status=status)
     fragment = f"{template}#{partial}"
-    if request.htmx:
+    # Going back to a pushed URL that htmx no longer holds in its history cache asks
+    # for it with HX-Request too, and must get the whole page, not a fragment of it.
+    if request.htmx and not request.htmx.history_restore_request:
         response = render(request, fragment, context, status=status)
     elif page is not None:
         response = render(request, page, {**context, "partial": fragment}, status=status)

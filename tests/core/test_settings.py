@@ -99,6 +99,26 @@ def test_embedded_defaults_are_a_private_postgres_and_a_broker_without_server(
     assert not (tmp_path / "postgres").exists()
 
 
+@pytest.mark.parametrize(("level", "requests_shown"), [("INFO", True), ("WARNING", False)])
+def test_the_development_servers_line_per_request_follows_request_log_level(
+    tmp_path: Path, level: str, requests_shown: bool
+) -> None:
+    code = (
+        "import logging; log = logging.getLogger('django.server'); "
+        "log.info('GET /ok 200'); log.warning('GET /missing 404')"
+    )
+    result = _manage(
+        "shell", "--no-imports", "-c", code, tmp_path=tmp_path, DEBUG="true",
+        REQUEST_LOG_LEVEL=level,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert ("INFO django.server GET /ok 200" in result.stderr) is requests_shown
+    assert result.stderr.count("GET /ok 200") == int(requests_shown)
+    # Failed requests show whatever the level, once, in the format of every other line.
+    assert "WARNING django.server GET /missing 404" in result.stderr
+    assert result.stderr.count("GET /missing 404") == 1
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [

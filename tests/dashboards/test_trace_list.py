@@ -182,6 +182,20 @@ def test_htmx_gets_only_the_results_fragment(explorer: Explorer) -> None:
     assert "HX-Request" in response["Vary"]
 
 
+def test_going_back_to_a_pushed_url_htmx_no_longer_holds_gets_the_whole_page(
+    explorer: Explorer,
+) -> None:
+    response = client_for(explorer.world.owner).get(
+        list_url(),
+        {"pipeline": "rag-chat"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_HISTORY_RESTORE_REQUEST="true",
+    )
+    html = response.content.decode()
+    assert "<html" in html
+    assert listed(response) == ids(explorer.ok, explorer.errored)
+
+
 def test_a_team_without_traces_sees_how_to_send_them(world: Any) -> None:
     response = client_for(world.owner).get(list_url())
     assert response.status_code == 200
