@@ -37,7 +37,8 @@ db-stop:
 
 # Everything `make run` needs before the processes start; safe to repeat.
 setup: install db
-	DEBUG=true $(PY) manage.py migrate --noinput
+	@echo "Bringing the database schema up to date…"
+	DEBUG=true $(PY) manage.py migrate --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py collectstatic --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py demo_setup --site-url http://$(HOST):$(PORT)
 

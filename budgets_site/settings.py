@@ -335,8 +335,15 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Django's defaults give its loggers a console handler of their own in DEBUG (every
+        # django.* line would show twice, once without time or level) and an ADMINS mail,
+        # which we do not use: ours is the one console handler.
+        "django": {"handlers": [], "propagate": True},
         # The development server's line per request: 2xx and 3xx are INFO, 4xx WARNING and
         # 5xx ERROR, so WARNING keeps a busy demo readable without hiding failures.
-        "django.server": {"level": env.str("REQUEST_LOG_LEVEL", default="INFO")},
+        "django.server": {
+            "level": env.str("REQUEST_LOG_LEVEL", default="INFO"),
+            "propagate": True,
+        },
     },
 }
