@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
 from apps.core import views as core_views
@@ -15,6 +15,8 @@ urlpatterns = [
     path("teams/<slug:team_slug>/pipelines/", include("apps.pipelines.urls")),
     path("teams/<slug:team_slug>/config/", include("apps.pipelines.config_urls")),
     path("teams/<slug:team_slug>/traces/", include("apps.dashboards.urls")),
+    path("teams/<slug:team_slug>/dashboards/", include("apps.dashboards.dashboard_urls")),
+    path("teams/<slug:team_slug>/violations/", include("apps.dashboards.violation_urls")),
     path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
@@ -27,7 +29,7 @@ urlpatterns = [
     ),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
         name="api-docs",
     ),
     path("admin/", admin.site.urls),

@@ -41,6 +41,7 @@ class AllocationSegment:
     budget_ms: int
     share: float  # of the end-to-end budget, 0..1 (may sum past 1)
     same_percentile: bool
+    index: int = 0  # the stage's place among the pipeline's stages, for its colour
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,9 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
             budget_ms=stage.budget_ms,
             share=(stage.budget_ms / e2e) if e2e else 0.0,
             same_percentile=stage.budget_percentile == percentile,
+            index=index,
         )
-        for stage in stages
+        for index, stage in enumerate(stages)
         if stage.budget_ms
     ]
     return Allocation(

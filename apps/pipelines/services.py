@@ -1,3 +1,4 @@
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -266,3 +267,15 @@ def span_rule_update(*, rule: SpanRule, **fields: Any) -> SpanRule:
 
 def span_rule_delete(*, rule: SpanRule) -> None:
     rule.delete()
+
+
+@transaction.atomic
+def stage_budgets_set(*, pipeline: Pipeline, budgets_ms: Mapping[int, int]) -> list[Stage]:
+    """Set the budgets of some of a pipeline's stages at once (the fit check's "apply"),
+    each through ``stage_update`` as the editor does; all or nothing."""
+    stages = Stage.objects.select_for_update().filter(pipeline=pipeline, pk__in=list(budgets_ms))
+    by_id = {stage.pk: stage for stage in stages}
+    missing = set(budgets_ms) - set(by_id)
+    if missing:
+        raise ValidationError({"stage": [f"No such stage in this pipeline: {sorted(missing)}."]})
+    return [stage_update(stage=by_id[pk], budget_ms=value) for pk, value in budgets_ms.items()]

@@ -95,7 +95,7 @@ def team_create_view(request: HtmxHttpRequest) -> HttpResponse:
 def switch(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
     current_team_remember(request, membership.team)
-    return redirect("pipelines:list", team_slug=membership.team.slug)
+    return redirect("dashboards:team_home", team_slug=membership.team.slug)
 
 
 def _members_context(

@@ -44,6 +44,8 @@ def test_stage_editor_adds_and_reorders_stages_without_reloading(
     page.fill("input[name=username]", "olivia")
     page.fill("input[name=password]", PASSWORD)
     page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/teams/acme/dashboards/")
+    page.get_by_role("link", name="Pipelines", exact=True).click()
     page.wait_for_url("**/teams/acme/pipelines/")
 
     page.get_by_role("link", name="New pipeline").click()

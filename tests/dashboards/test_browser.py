@@ -23,6 +23,8 @@ def test_filtering_traces_swaps_the_results_and_the_detail_draws_the_waterfall(
     page.fill("input[name=username]", "olivia")
     page.fill("input[name=password]", PASSWORD)
     page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/teams/acme/dashboards/")
+    page.get_by_role("link", name="Pipelines", exact=True).click()
     page.wait_for_url("**/teams/acme/pipelines/")
     expect(page.locator("#unmatched-summary table")).to_be_visible()
     page.screenshot(path=str(SHOTS / "pipelines_unmatched.png"), full_page=True)

@@ -29,6 +29,8 @@ def percentile_cont(values: list[int], fraction: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 URL = "/teams/acme/traces/unmatched/"
 
 

@@ -422,7 +422,9 @@ def test_bar_flags_stages_at_another_percentile_and_lists_unbudgeted_ones(
     make_stage(pipeline, "tools", name="Tools", budget_ms=100, budget_percentile="p50")
     make_stage(pipeline, "queue", name="Queue", budget_ms=None)
     html = client_for(world.owner).get(stage_url("detail", pipeline)).content.decode()
-    assert 'class="allocation-segment other-percentile" data-stage="tools"' in html
+    assert re.search(
+        r'class="allocation-segment stage-\d other-percentile" data-stage="tools"', html
+    )
     assert "Tools · p50" in html
     assert 'data-unbudgeted="queue"' in html
     assert "queue" not in segments(html)

@@ -14,7 +14,7 @@ def test_member_switches_team_and_it_is_remembered(world: TeamWorld, role: str) 
     client = client_for(getattr(world, role))
     response = client.get(URL)
     assert response.status_code == 302
-    assert response["Location"] == reverse("pipelines:list", kwargs={"team_slug": "acme"})
+    assert response["Location"] == reverse("dashboards:team_home", kwargs={"team_slug": "acme"})
     assert client.session["current_team"] == "acme"
 
 
@@ -43,4 +43,4 @@ def test_home_then_follows_the_remembered_team(world: TeamWorld) -> None:
     make_team("zeta", owner=world.owner)
     client.get("/teams/zeta/")
     response = client.get("/")
-    assert response["Location"] == reverse("pipelines:list", kwargs={"team_slug": "zeta"})
+    assert response["Location"] == reverse("dashboards:team_home", kwargs={"team_slug": "zeta"})

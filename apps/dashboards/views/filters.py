@@ -12,7 +12,7 @@ from apps.ingest.selectors import (
     TraceFilters,
     TraceStatus,
 )
-from apps.pipelines.models import Pipeline
+from apps.pipelines.models import Pipeline, Stage
 
 MAX_DURATION_MS = 3_600_000
 
@@ -23,6 +23,12 @@ class TraceFilterForm(forms.Form):
     min_duration_ms = forms.IntegerField(
         label="Min duration (ms)", required=False, min_value=0, max_value=MAX_DURATION_MS
     )
+    stage = forms.ChoiceField(required=False)
+    stage_over_budget = forms.BooleanField(required=False, label="Stage over its budget")
+    min_critical_share = forms.IntegerField(
+        label="Stage on the critical path at least (%)", required=False, min_value=1,
+        max_value=100,
+    )  # fmt: skip
     cursor = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, pipelines: list[Pipeline], **kwargs: Any) -> None:
@@ -36,6 +42,38 @@ class TraceFilterForm(forms.Form):
                 *((p.slug, p.name) for p in pipelines),
             ],
         )
+        self.stages = {
+            (pipeline.slug, stage.slug): stage
+            for pipeline in pipelines
+            for stage in pipeline.stages.all()
+        }
+        stage_field = self.fields["stage"]
+        assert isinstance(stage_field, forms.ChoiceField)
+        stage_field.choices = [
+            ("", "any stage"),
+            *sorted({(key[1], stage.name) for key, stage in self.stages.items()}),
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        stage, pipeline = data.get("stage"), data.get("pipeline")
+        narrowing = data.get("stage_over_budget") or data.get("min_critical_share")
+        if narrowing and not stage:
+            self.add_error("stage", "Pick the stage to filter on.")
+        elif stage and (not pipeline or pipeline == UNMATCHED):
+            self.add_error("stage", "Pick the pipeline of the stage first.")
+        elif stage and (pipeline, stage) not in self.stages:
+            self.add_error("stage", "That pipeline has no such stage.")
+        return data
+
+    def stage_filter(self) -> tuple[Stage, bool, float | None] | None:
+        """The stage to narrow to, whether over its budget, and the least critical share."""
+        data = self.cleaned_data
+        if not data.get("stage"):
+            return None
+        stage = self.stages[(data["pipeline"], data["stage"])]
+        share = data.get("min_critical_share")
+        return stage, bool(data.get("stage_over_budget")), share / 100 if share else None
 
     def clean_cursor(self) -> TraceCursor | None:
         text = self.cleaned_data["cursor"]

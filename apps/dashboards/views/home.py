@@ -16,4 +16,4 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     team = team or teams.first()
     if team is None:
         return redirect("teams:create")
-    return redirect("pipelines:list", team_slug=team.slug)
+    return redirect("dashboards:team_home", team_slug=team.slug)

@@ -1,5 +1,6 @@
 """The trace explorer: recent traces, one trace's waterfall, and unmatched traffic."""
 
+from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.analysis.selectors import MAX_WATERFALL_SPANS, trace_analysis
+from apps.analysis.selectors.samples import traces_by_stage
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_reason
@@ -36,15 +38,24 @@ TEASER_ROWS = 5
 def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
     current_team_remember(request, membership.team)
-    form = TraceFilterForm(request.GET, pipelines=list(pipelines_for_team(team=membership.team)))
+    pipelines = list(pipelines_for_team(team=membership.team).prefetch_related("stages"))
+    form = TraceFilterForm(request.GET, pipelines=pipelines)
     page = TracePage([], None)
     next_query = None
     if form.is_valid():
+        by_stage = form.stage_filter()
+        narrow = None
+        if by_stage is not None:
+            stage, over_budget, share = by_stage
+            narrow = partial(
+                traces_by_stage, stage=stage, over_budget=over_budget, min_critical_share=share
+            )
         page = traces_page(
             team=membership.team,
             filters=form.filters(),
             cursor=form.cleaned_data["cursor"],
             limit=PAGE_SIZE,
+            narrow=narrow,
         )
         if page.next_cursor is not None:
             params = request.GET.copy()

@@ -7,12 +7,24 @@ end-to-end time, so the stages' shares plus the untracked share add up to 1.
 """
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
 
 from apps.core.time import NS_PER_MS
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
-from apps.rollups.selectors.windows import Tile, Window, tiles_filter, window_tiles
+from apps.rollups.selectors.windows import (
+    Tile,
+    Window,
+    resolution_availability_many,
+    tile_window,
+    tiles_bounds,
+    tiles_filter,
+    window_tiles,
+)
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.rollups.sketches.merge_batch import Blob, merged_groups
 
@@ -82,49 +94,54 @@ class PipelinePercentiles:
     untracked_share: float | None
 
 
-def _distributions(*, pipeline: Pipeline, tiles: list[Tile]) -> dict[tuple[int, int], Distribution]:
-    """Rows of the tiles summed per (stage id, measure), their sketches merged in one pass."""
-    totals: dict[tuple[int, int], Distribution] = defaultdict(Distribution)
-    rows = (
-        RollupBucket.objects.filter(pipeline_id=pipeline.pk)
-        .filter(tiles_filter(tiles))
-        .values_list("stage_id", "measure", "count", "error_count", "sum_ns", "max_ns", "sketch")
-    )
+def _totals(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[int, int, int], Distribution]:
+    """Rows summed per (pipeline id, stage id, measure), their sketches merged in one pass."""
+    totals: dict[tuple[int, int, int], Distribution] = defaultdict(Distribution)
     sketches: list[Blob] = []
     groups: list[int] = []
-    scopes: dict[tuple[int, int], int] = {}
-    for stage_id, measure, count, errors, sum_ns, max_ns, blob in rows:
+    scopes: dict[tuple[int, int, int], int] = {}
+    for pipeline_id, stage_id, measure, count, errors, sum_ns, max_ns, blob in rows:
         if not count:
             continue
-        total = totals[(stage_id, measure)]
+        scope = (pipeline_id, stage_id, measure)
+        total = totals[scope]
         total.count += count
         total.errors += errors
         total.sum_ns += sum_ns
         total.max_ns = max(total.max_ns, max_ns)
         if stage_id != UNTRACKED_STAGE_ID:  # only its share and mean are shown
             sketches.append(blob)
-            groups.append(scopes.setdefault((stage_id, measure), len(scopes)))
+            groups.append(scopes.setdefault(scope, len(scopes)))
     merged = merged_groups(blobs=sketches, groups=groups, group_count=len(scopes))
     for scope, sketch in zip(scopes, merged, strict=True):
         totals[scope].sketch = sketch
     return totals
 
 
+ROW_FIELDS = (
+    "pipeline_id", "stage_id", "measure", "count", "error_count", "sum_ns", "max_ns", "sketch",
+)  # fmt: skip
+
+
 def _share(part: Distribution, whole: Distribution) -> float | None:
     return round(part.sum_ns / whole.sum_ns, 6) if whole.sum_ns else None
 
 
-def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> PipelinePercentiles:
-    """Percentiles over ``[start, end)`` (epoch seconds, 10-second aligned)."""
-    window, tiles = window_tiles(pipeline_id=pipeline.pk, start=start, end=end)
-    totals = _distributions(pipeline=pipeline, tiles=tiles)
-    e2e = totals.get((E2E_STAGE_ID, Measure.WALL)) or Distribution()
-    stages = []
-    for stage in Stage.objects.filter(pipeline=pipeline).order_by("position", "id"):
-        wall = totals.get((stage.pk, Measure.WALL)) or Distribution()
-        critical = totals.get((stage.pk, Measure.CRITICAL)) or Distribution()
+def _assemble(
+    pipeline: Pipeline,
+    window: Window,
+    totals: dict[tuple[int, int, int], Distribution],
+    stages: Iterable[Stage],
+) -> PipelinePercentiles:
+    def of(stage_id: int, measure: int) -> Distribution:
+        return totals.get((pipeline.pk, stage_id, measure)) or Distribution()
+
+    e2e = of(E2E_STAGE_ID, Measure.WALL)
+    results = []
+    for stage in stages:
+        wall, critical = of(stage.pk, Measure.WALL), of(stage.pk, Measure.CRITICAL)
         percentiles = wall.percentiles()
-        stages.append(
+        results.append(
             StagePercentiles(
                 stage=stage,
                 wall=wall,
@@ -134,7 +151,7 @@ def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> Pipelin
                 share=_share(critical, e2e),
             )
         )
-    untracked = totals.get((UNTRACKED_STAGE_ID, Measure.CRITICAL)) or Distribution()
+    untracked = of(UNTRACKED_STAGE_ID, Measure.CRITICAL)
     e2e_percentiles = e2e.percentiles()
     return PipelinePercentiles(
         pipeline=pipeline,
@@ -142,7 +159,44 @@ def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> Pipelin
         e2e=e2e,
         e2e_percentiles=e2e_percentiles,
         e2e_status=budget_status(percentiles=e2e_percentiles, budget=pipeline.budget),
-        stages=stages,
+        stages=results,
         untracked=untracked,
         untracked_share=_share(untracked, e2e),
     )
+
+
+def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> PipelinePercentiles:
+    """Percentiles over ``[start, end)`` (epoch seconds, 10-second aligned)."""
+    window, tiles = window_tiles(pipeline_id=pipeline.pk, start=start, end=end)
+    rows = (
+        RollupBucket.objects.filter(pipeline_id=pipeline.pk)
+        .filter(tiles_filter(tiles))
+        .values_list(*ROW_FIELDS)
+    )
+    stages = Stage.objects.filter(pipeline=pipeline).order_by("position", "id")
+    return _assemble(pipeline, window, _totals(rows), stages)
+
+
+def pipelines_percentiles(
+    *, pipelines: Sequence[Pipeline], start: int, end: int
+) -> dict[int, PipelinePercentiles]:
+    """``pipeline_percentiles`` of several pipelines in three statements, whatever their
+    number: availability, rows (pipelines tiled alike share one condition), stages."""
+    if not pipelines:
+        return {}
+    available = resolution_availability_many(pipeline_ids=[p.pk for p in pipelines])
+    windows: dict[int, Window] = {}
+    alike: dict[tuple[Tile, ...], list[int]] = defaultdict(list)
+    for pipeline in pipelines:
+        tiles = tile_window(start=start, end=end, available_from=available[pipeline.pk])
+        low, high = tiles_bounds(tiles)
+        windows[pipeline.pk] = Window(start, end, low, high)
+        alike[tuple(tiles)].append(pipeline.pk)
+    condition = Q()
+    for shared, ids in alike.items():
+        condition |= Q(pipeline_id__in=ids) & tiles_filter(shared)
+    totals = _totals(RollupBucket.objects.filter(condition).values_list(*ROW_FIELDS))
+    stages: dict[int, list[Stage]] = defaultdict(list)
+    for stage in Stage.objects.filter(pipeline__in=pipelines).order_by("position", "id"):
+        stages[stage.pipeline_id].append(stage)
+    return {p.pk: _assemble(p, windows[p.pk], totals, stages.get(p.pk, [])) for p in pipelines}

@@ -6,7 +6,10 @@ the whole window, so each point is a whole number of stored buckets; it grows
 until the series has no more points than asked for.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from django.db.models import Q
 
 from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline
@@ -20,6 +23,7 @@ from apps.rollups.selectors.windows import (
     align_up,
     bucket_start_seconds,
     resolution_availability,
+    resolution_availability_many,
     start_seconds,
     tile_window,
     tiles_filter,
@@ -76,19 +80,28 @@ def _finest_kept(start: int, available_from: dict[int, float]) -> int:
     return COARSEST
 
 
-def pipeline_series(
+@dataclass(frozen=True)
+class _Plan:
+    """Which stored buckets make each point of one pipeline's series."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+    step: int
+    resolution: int
+    points: list[tuple[int, list[Tile]]]
+    claimed: set[Tile]
+
+
+def _plan(
     *,
-    pipeline: Pipeline,
-    stage_id: int,
-    measure: int,
-    quantile: float,
+    available: dict[int, float],
     start: int,
     end: int,
-    step: int | None = None,
-    max_points: int = DEFAULT_MAX_POINTS,
-) -> Series:
-    """Points over ``[start, end)``, widened to whole buckets of the chosen resolution."""
-    available = resolution_availability(pipeline_id=pipeline.pk)
+    step: int | None,
+    max_points: int,
+) -> _Plan:
     resolution = _finest_kept(start, available)
     low, high = align_down(start, resolution), align_up(end, resolution)
     step = series_step(
@@ -104,35 +117,93 @@ def pipeline_series(
         tiles = [tile for tile in tiles if tile not in claimed]
         claimed.update(tiles)
         point_tiles.append((point, tiles))
-    rows = (
-        RollupBucket.objects.filter(pipeline_id=pipeline.pk, stage_id=stage_id, measure=measure)
-        .filter(tiles_filter(claimed))
-        .values_list("resolution", bucket_start_seconds(), "count", "sketch")
-    )
-    stored = {
-        Tile(resolution, start_seconds(bucket_start)): (count, sketch)
-        for resolution, bucket_start, count, sketch in rows
-        if count
-    }
-    counts = [0] * len(point_tiles)
+    return _Plan(start, end, low, high, step, resolution, point_tiles, claimed)
+
+
+def _assemble(plan: _Plan, stored: dict[Tile, tuple[int, bytes]], quantile: float) -> Series:
+    counts = [0] * len(plan.points)
     sketches: list[Blob] = []
     groups: list[int] = []
-    for number, (_, tiles) in enumerate(point_tiles):
+    for number, (_, tiles) in enumerate(plan.points):
         for tile in tiles:
             if tile in stored:
                 count, sketch = stored[tile]
                 counts[number] += count
                 sketches.append(sketch)
                 groups.append(number)
-    merged = merged_groups(blobs=sketches, groups=groups, group_count=len(point_tiles))
+    merged = merged_groups(blobs=sketches, groups=groups, group_count=len(plan.points))
     points = [
         Point(start=point, value=ms(sketch.quantile(quantile)) if count else None, count=count)
-        for (point, _), count, sketch in zip(point_tiles, counts, merged, strict=True)
+        for (point, _), count, sketch in zip(plan.points, counts, merged, strict=True)
     ]
     window = Window(
-        requested_start=start,
-        requested_end=end,
-        start=min([low, *(tile.start for tile in claimed)]),
-        end=max([high, *(tile.end for tile in claimed)]),
+        requested_start=plan.start,
+        requested_end=plan.end,
+        start=min([plan.low, *(tile.start for tile in plan.claimed)]),
+        end=max([plan.high, *(tile.end for tile in plan.claimed)]),
     )
-    return Series(window=window, step=step, resolution=resolution, points=points)
+    return Series(window=window, step=plan.step, resolution=plan.resolution, points=points)
+
+
+def _stored(
+    condition: Q, *, stage_id: int, measure: int
+) -> dict[int, dict[Tile, tuple[int, bytes]]]:
+    rows = RollupBucket.objects.filter(condition, stage_id=stage_id, measure=measure).values_list(
+        "pipeline_id", "resolution", bucket_start_seconds(), "count", "sketch"
+    )
+    stored: dict[int, dict[Tile, tuple[int, bytes]]] = {}
+    for pipeline_id, resolution, bucket_start, count, sketch in rows:
+        if count:
+            tile = Tile(resolution, start_seconds(bucket_start))
+            stored.setdefault(pipeline_id, {})[tile] = (count, sketch)
+    return stored
+
+
+def pipeline_series(
+    *,
+    pipeline: Pipeline,
+    stage_id: int,
+    measure: int,
+    quantile: float,
+    start: int,
+    end: int,
+    step: int | None = None,
+    max_points: int = DEFAULT_MAX_POINTS,
+) -> Series:
+    """Points over ``[start, end)``, widened to whole buckets of the chosen resolution."""
+    plan = _plan(
+        available=resolution_availability(pipeline_id=pipeline.pk),
+        start=start, end=end, step=step, max_points=max_points,
+    )  # fmt: skip
+    condition = Q(pipeline_id=pipeline.pk) & tiles_filter(plan.claimed)
+    stored = _stored(condition, stage_id=stage_id, measure=measure)
+    return _assemble(plan, stored.get(pipeline.pk, {}), quantile)
+
+
+def pipelines_series(
+    *,
+    pipelines: Sequence[Pipeline],
+    stage_id: int,
+    measure: int,
+    quantile: float,
+    start: int,
+    end: int,
+    max_points: int = DEFAULT_MAX_POINTS,
+) -> dict[int, Series]:
+    """``pipeline_series`` of several pipelines in two statements, whatever their number."""
+    if not pipelines:
+        return {}
+    available = resolution_availability_many(pipeline_ids=[p.pk for p in pipelines])
+    plans = {
+        p.pk: _plan(available=available[p.pk], start=start, end=end, step=None,
+                    max_points=max_points)
+        for p in pipelines
+    }  # fmt: skip
+    alike: dict[frozenset[Tile], list[int]] = {}
+    for pipeline_id, plan in plans.items():
+        alike.setdefault(frozenset(plan.claimed), []).append(pipeline_id)
+    condition = Q()
+    for claimed, ids in alike.items():
+        condition |= Q(pipeline_id__in=ids) & tiles_filter(claimed)
+    stored = _stored(condition, stage_id=stage_id, measure=measure)
+    return {pid: _assemble(plan, stored.get(pid, {}), quantile) for pid, plan in plans.items()}

@@ -1,0 +1,45 @@
+"""Template filters for figures: durations as ms or s, fractions as percent, stage colours."""
+
+from datetime import datetime
+
+from django import template
+
+from apps.core.figures import format_ms, format_percent, stage_colour
+from apps.core.time import ns_to_datetime
+
+register = template.Library()
+
+
+@register.filter
+def ms(value: float | None) -> str:
+    """``{{ 1250|ms }}`` is "1.25 s"; ``{{ None|ms }}`` is "—"."""
+    return format_ms(None if value is None else float(value))
+
+
+@register.filter
+def percent(fraction: float | None, digits: int = 0) -> str:
+    """``{{ 0.4234|percent:1 }}`` is "42.3 %"."""
+    return format_percent(None if fraction is None else float(fraction), int(digits))
+
+
+@register.filter
+def stage_class(index: int | None) -> str:
+    """The colour class of a pipeline's ``index``-th stage, as on every page."""
+    return "untracked" if index is None else stage_colour(int(index))
+
+
+@register.filter
+def get_item(mapping: dict[str, str], key: str) -> str:
+    return mapping.get(key, key)
+
+
+@register.filter
+def ns_datetime(ns: int | None) -> datetime | None:
+    """Unix nanoseconds as an aware UTC datetime, for the ``date`` filter."""
+    return None if ns is None else ns_to_datetime(int(ns))
+
+
+@register.filter
+def mark_row(index: int) -> int:
+    """The y of a chart mark's label: one 14-unit row per mark, above the plot."""
+    return 4 + 14 * int(index)

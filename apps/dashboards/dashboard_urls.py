@@ -1,0 +1,22 @@
+from django.urls import path
+
+from apps.dashboards.views import dashboards, details
+
+app_name = "dashboards"
+
+urlpatterns = [
+    path("", dashboards.team_home, name="team_home"),
+    path("<slug:pipeline_slug>/", dashboards.pipeline_dashboard, name="pipeline"),
+    path("<slug:pipeline_slug>/fit/", details.fit_check, name="fit"),
+    path("<slug:pipeline_slug>/fit/apply/", details.fit_apply, name="fit_apply"),
+    path(
+        "<slug:pipeline_slug>/stages/<int:stage_id>/rule-test/",
+        details.rule_tester,
+        name="rule_test",
+    ),
+    path(
+        "<slug:pipeline_slug>/stages/<slug:stage_slug>/",
+        details.stage_dashboard,
+        name="stage",
+    ),
+]

@@ -1,0 +1,112 @@
+"""The team home and the pipeline dashboard: observed figures against budgets, live.
+
+A page is its URL (range, percentile, sort, paused or live), so a view can be shared.
+htmx swaps the figures region only, when the pickers change and every 15 seconds
+while the range ends now; without JavaScript every control is a plain link or form.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from apps.core.htmx import HtmxHttpRequest, render_page
+from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeForm, range_from
+from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
+from apps.dashboards.selectors.overview import team_overview
+from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
+from apps.pipelines.models import Pipeline
+from apps.rollups.selectors import WINDOWS
+from apps.rollups.selectors.percentiles import QUANTILES
+from apps.teams.access import membership_for_user
+from apps.teams.current_team import current_team_remember
+
+HOME = "dashboards/team_home.html"
+PIPELINE = "dashboards/pipeline.html"
+
+
+def common_context(
+    range_form: RangeForm, range_: Range, *, windows: list[str]
+) -> dict[str, object]:
+    """What every dashboard's pickers need: links that change one thing and keep the rest."""
+    return {
+        "range_form": range_form,
+        "range": range_,
+        "query": range_.query(),
+        "percentiles": list(QUANTILES),
+        "percentile_links": [(p, range_.query(percentile=p)) for p in QUANTILES],
+        "window_links": [(key, WINDOW_LABELS[key], range_.query(window=key)) for key in windows],
+        "pause_query": range_.query(live="0"),
+        "resume_query": range_.query(live=""),
+        "refresh_seconds": REFRESH_SECONDS,
+        "status_labels": STATUS_LABELS,
+    }
+
+
+SORT_COLUMNS = [("name", "Stage"), ("count", "Samples"), ("p50", "p50"), ("p90", "p90"),
+                ("p95", "p95"), ("p99", "p99"), ("budget", "Budget"), ("used", "% of budget"),
+                ("share", "Critical path"), ("errors", "Errors")]  # fmt: skip
+
+
+def _sort_params(sort: str, descending: bool) -> dict[str, str]:
+    if sort == DEFAULT_SORT:
+        return {}
+    return {"sort": sort, "dir": "desc" if descending else "asc"}
+
+
+def _sort_links(range_: Range, sort: str, descending: bool) -> list[tuple[str, str, str, bool]]:
+    """Each column's link: by it, descending first for figures; again reverses it."""
+    links = []
+    for key, label in SORT_COLUMNS:
+        active = key == sort
+        first_desc = key != "name"
+        desc = (not descending) if active else first_desc
+        links.append((key, label, range_.query(sort=key, dir="desc" if desc else "asc"), active))
+    return links
+
+
+@login_required
+@require_GET
+def team_home(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    form = RangeForm(request.GET, default_percentile="p95")
+    range_ = range_from(form)
+    window = range_.window if range_.ends_now else "1h"
+    rows = team_overview(team=membership.team, percentile=range_.percentile, window=window)
+    context = {
+        "team": membership.team,
+        "membership": membership,
+        "rows": rows,
+        **common_context(form, range_, windows=["15m", "1h", "6h", "24h"]),
+    }
+    return render_page(request, HOME, context, partial="figures")
+
+
+@login_required
+@require_GET
+def pipeline_dashboard(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
+) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    form = RangeForm(request.GET, default_percentile=default_percentile(pipeline))
+    range_ = range_from(form)
+    sort = request.GET.get("sort", "")
+    page = pipeline_page(
+        pipeline=pipeline,
+        range_=range_,
+        sort=sort,
+        descending=request.GET.get("dir") == "desc",
+    )
+    context = {
+        "team": membership.team,
+        "membership": membership,
+        "pipeline": pipeline,
+        "page": page,
+        "page_query": range_.query(**_sort_params(page.sort, page.descending)),
+        "sort_links": _sort_links(range_, page.sort, page.descending),
+        **common_context(form, range_, windows=[*WINDOWS]),
+    }
+    return render_page(request, PIPELINE, context, partial="figures")

@@ -1,0 +1,186 @@
+"""A stage of a pipeline, its violations, and the budget fit check with its suggestions."""
+
+from datetime import UTC, datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.analysis.selectors.rule_test import rule_test
+from apps.analysis.stage_matching import RuleSpec
+from apps.core.htmx import HtmxHttpRequest, render_page
+from apps.dashboards.ranges import RangeForm, range_from
+from apps.dashboards.selectors.figures import pipeline_figures
+from apps.dashboards.selectors.stage_page import stage_page
+from apps.dashboards.views.dashboards import common_context
+from apps.pipelines.forms import SpanRuleForm
+from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.services import stage_budgets_set
+from apps.rollups.access import violation_for_team
+from apps.rollups.selectors import WINDOWS, pipeline_percentiles
+from apps.rollups.selectors.fit import pipeline_fit
+from apps.rollups.selectors.violations import CLOSED, OPEN, violations_for_team
+from apps.teams.access import membership_for_user, membership_for_writer
+from apps.teams.current_team import current_team_remember
+
+STAGE = "dashboards/stage.html"
+VIOLATIONS = "dashboards/violations.html"
+VIOLATION = "dashboards/violation.html"
+FIT = "dashboards/fit.html"
+RULE_TEST = "dashboards/rule_test.html"
+VIOLATIONS_SHOWN = 200
+
+
+@login_required
+@require_GET
+def stage_dashboard(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_slug: str
+) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    stage = get_object_or_404(Stage, pipeline=pipeline, slug=stage_slug)
+    form = RangeForm(request.GET, default_percentile=stage.budget_percentile)
+    range_ = range_from(form)
+    context = {
+        "team": membership.team,
+        "pipeline": pipeline,
+        "stage": stage,
+        "page": stage_page(pipeline=pipeline, stage=stage, range_=range_),
+        **common_context(form, range_, windows=[*WINDOWS]),
+    }
+    return render_page(request, STAGE, context, partial="figures")
+
+
+@login_required
+@require_GET
+def violation_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    pipeline_slug = request.GET.get("pipeline", "")[:50]
+    state = request.GET.get("state", "")
+    state = state if state in (OPEN, CLOSED) else ""
+    violations = violations_for_team(team=membership.team, pipeline_slug=pipeline_slug, state=state)
+    context = {
+        "team": membership.team,
+        "violations": list(violations[:VIOLATIONS_SHOWN]),
+        "shown": VIOLATIONS_SHOWN,
+        "pipelines": list(Pipeline.objects.filter(team=membership.team).order_by("name")),
+        "pipeline_slug": pipeline_slug,
+        "state": state,
+        "now": timezone.now(),
+    }
+    return render_page(request, VIOLATIONS, context, partial="results")
+
+
+@login_required
+@require_GET
+def violation_detail(request: HtmxHttpRequest, team_slug: str, violation_id: int) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    violation = violation_for_team(team=membership.team, violation_id=violation_id)
+    # The stage breakdown at the time: the window the latest evaluation read.
+    end = int((violation.closed_at or violation.last_evaluated_at).timestamp())
+    end -= end % 10
+    start = min(int(violation.opened_at.timestamp()), end - violation.window_s)
+    start -= start % 10
+    percentile = violation.percentile
+    figures = pipeline_figures(
+        percentiles=pipeline_percentiles(pipeline=violation.pipeline, start=start, end=end),
+        percentile=percentile,
+    )
+    context = {
+        "team": membership.team,
+        "violation": violation,
+        "figures": figures,
+        "window_start": datetime.fromtimestamp(start, tz=UTC),
+        "window_end": datetime.fromtimestamp(end, tz=UTC),
+        "now": timezone.now(),
+    }
+    return render_page(request, VIOLATION, context)
+
+
+@login_required
+@require_GET
+def fit_check(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    fit = pipeline_fit(pipeline=pipeline)
+    suggestions = [
+        s for s in fit.stages if s.suggested_ms is not None and s.suggested_ms != s.budget_ms
+    ]
+    context = {
+        "team": membership.team,
+        "pipeline": pipeline,
+        "fit": fit,
+        "suggestions": suggestions,
+        "can_write": membership.can_write,
+    }
+    return render_page(request, FIT, context, partial="fit")
+
+
+@login_required
+@require_POST
+def fit_apply(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
+    """Set the suggested budgets the editor saw (one ``stage-<id>`` field each)."""
+    membership = membership_for_writer(user=request.user, team_slug=team_slug)
+    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    budgets: dict[int, int] = {}
+    for name in request.POST:
+        if not name.startswith("stage-"):
+            continue
+        value = request.POST.get(name, "")
+        try:
+            budgets[int(name.removeprefix("stage-"))] = int(value)
+        except ValueError:
+            messages.error(request, f"Not a budget in ms: {value[:20]!r}. Nothing was changed.")
+            return redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
+    try:
+        changed = stage_budgets_set(pipeline=pipeline, budgets_ms=budgets)
+    except ValidationError as exc:
+        detail = "; ".join(str(m) for m in exc.messages)
+        messages.error(request, f"The budgets were not changed: {detail}")
+    else:
+        messages.success(request, f"Budgets set for {len(changed)} stage(s) from the fit check.")
+    return redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
+
+
+@login_required
+@require_GET
+def rule_tester(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
+) -> HttpResponse:
+    """The rule being typed on the stage editor, tried on the pipeline's recent traces."""
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    stage = get_object_or_404(Stage, pipeline=pipeline, pk=stage_id)
+    form = SpanRuleForm(request.GET)
+    result = None
+    if form.is_valid():
+        data = form.cleaned_data
+        spec = RuleSpec(
+            span_name=data["span_name"],
+            name_match=data["name_match"],
+            attributes=data["attributes"],
+            span_kind=data["span_kind"],
+            service=data["service"],
+            portion=data["portion"],
+            first_token_event=data["first_token_event"],
+        )
+        result = rule_test(pipeline=pipeline, stage=stage, spec=spec)
+    context = {
+        "team": membership.team,
+        "pipeline": pipeline,
+        "stage": stage,
+        "form": form,
+        "result": result,
+        "empty_rule": form.is_valid()
+        and not any(
+            form.cleaned_data[k] for k in ("span_name", "attributes", "span_kind", "service")
+        ),
+    }
+    return render_page(request, RULE_TEST, context, partial="result")
