@@ -133,4 +133,11 @@ def test_a_user_reads_the_dashboards_and_tries_a_rule(
     expect(result).not_to_have_text("0")
     page.screenshot(path=str(SCREENSHOTS / "rule_tester.png"), full_page=True)
 
+    # The dark theme follows the system's preference.
+    page.emulate_media(color_scheme="dark")
+    page.goto(f"{live_server.url}/teams/demo/dashboards/rag-chat/?window=1h")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background != "rgb(246, 247, 249)"
+    page.screenshot(path=str(SCREENSHOTS / "pipeline_dashboard_dark.png"), full_page=True)
+
     assert problems == []
