@@ -73,6 +73,8 @@ class Range:
     errors: list[str]
     start_text: str = ""
     end_text: str = ""
+    # Other state of the view that every link keeps (a table's sort).
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -95,6 +97,7 @@ class Range:
             params |= {"from": self.start_text, "to": self.end_text}
         if not self.live:
             params["live"] = "0"
+        params |= dict(self.extra)
         params |= changes
         return urlencode({k: v for k, v in params.items() if v != ""})
 

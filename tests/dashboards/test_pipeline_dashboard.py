@@ -131,6 +131,11 @@ def test_a_view_is_its_url(traffic: ApiWorld) -> None:
     assert 'aria-current="true">p99<' in text
     rows = re.findall(r'<tr data-stage="([^"]+)"', text)
     assert rows[:2] == ["generation", "retrieval"]  # generation's p99 is the larger
+    # Every other link and the refresh keep the sort.
+    p50 = re.search(r'<a href="([^"]+)"[^>]*>p50</a>', text)
+    assert p50
+    assert "sort=p99" in p50.group(1)
+    assert "dir=desc" in p50.group(1)
 
 
 def test_bad_parameters_fall_back_to_the_defaults_with_a_message(traffic: ApiWorld) -> None:

@@ -5,6 +5,8 @@ htmx swaps the figures region only, when the pickers change and every 15 seconds
 while the range ends now; without JavaScript every control is a plain link or form.
 """
 
+from dataclasses import replace
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -93,19 +95,19 @@ def pipeline_dashboard(
     pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
     form = RangeForm(request.GET, default_percentile=default_percentile(pipeline))
     range_ = range_from(form)
-    sort = request.GET.get("sort", "")
     page = pipeline_page(
         pipeline=pipeline,
         range_=range_,
-        sort=sort,
+        sort=request.GET.get("sort", ""),
         descending=request.GET.get("dir") == "desc",
     )
+    range_ = replace(range_, extra=tuple(_sort_params(page.sort, page.descending).items()))
     context = {
         "team": membership.team,
         "membership": membership,
         "pipeline": pipeline,
         "page": page,
-        "page_query": range_.query(**_sort_params(page.sort, page.descending)),
+        "page_query": range_.query(),
         "sort_links": _sort_links(range_, page.sort, page.descending),
         **common_context(form, range_, windows=[*WINDOWS]),
     }
