@@ -16,8 +16,9 @@ cached decoded sketches per process, called a cold request.
 
 import os
 import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from django.db import connection
@@ -28,6 +29,12 @@ from django.test.utils import setup_test_environment
 
 from apps.core.time import NS_PER_DAY, NS_PER_MS, NS_PER_S, S_PER_DAY, align_down, to_datetime
 from bench.report import print_rows, print_table, summarise, write
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from apps.pipelines.models import Pipeline, Stage
+    from apps.teams.models import Team
 
 STAGES = 20
 REQUESTS = 50
@@ -69,7 +76,19 @@ def _store_spans(team_id: int, now: int) -> int:
     return SPANS
 
 
-def _populate(now: int) -> tuple[str, int]:
+@dataclass(frozen=True)
+class Populated:
+    """What ``populate`` made, for benchmarks that read the same data another way."""
+
+    user: "User"
+    team: "Team"
+    pipeline: "Pipeline"
+    stages: list["Stage"]
+    token: str
+    rows: int
+
+
+def populate(now: int) -> Populated:
     from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
     from apps.rollups.sketches.ddsketch import Sketch
     from apps.teams.services import api_token_create
@@ -121,7 +140,7 @@ def _populate(now: int) -> tuple[str, int]:
     spans = _store_spans(team.pk, now)
     if spans:
         print(f"{spans:,} spans stored in {time.perf_counter() - started:.1f} s")
-    return token, rows
+    return Populated(user, team, pipeline, stages, token, rows)
 
 
 def _sizes() -> dict[str, dict[str, Any]]:
@@ -165,7 +184,8 @@ def run() -> None:
     try:
         now = int(time.time())
         started = time.perf_counter()
-        token, rows = _populate(now)
+        populated = populate(now)
+        token, rows = populated.token, populated.rows
         print(f"{rows:,} rollup rows written in {time.perf_counter() - started:.1f} s")
         client = Client()
         auth = {"Authorization": f"Bearer {token}"}
