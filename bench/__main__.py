@@ -11,7 +11,16 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "budgets_site.settings_test")
 django.setup()
 
-from bench import decode, evaluation, ingest, pages, percentiles, rollup, sketch  # noqa: E402
+from bench import (  # noqa: E402
+    dashboards,
+    decode,
+    evaluation,
+    ingest,
+    pages,
+    percentiles,
+    rollup,
+    sketch,
+)
 
 BENCHMARKS = {
     "pages": pages.run,
@@ -21,6 +30,7 @@ BENCHMARKS = {
     "rollup": rollup.run,
     "percentiles": percentiles.run,
     "evaluation": evaluation.run,
+    "dashboards": dashboards.run,
 }
 
 
