@@ -4,7 +4,8 @@ The data is what ``bench/percentiles.py`` builds: one pipeline of 20 stages with
 of rollups as retention leaves them, and ``BENCH_SPANS`` spans (default 10,000,000) in
 the span table beside them. To it come a span rule per stage, open and closed
 violations, and one trace of 1,000 spans sent through ingestion (stored batches, drain,
-finalization) whose spans fall in the pipeline's stages, for the trace page. Apart, a
+finalization) whose spans fall in the pipeline's stages, for the trace page (its first
+rows, and as htmx fragments a span's details and the next rows). Apart, a
 team of 50 pipelines of 20 stages with a day of rollups each shows the team home at
 that size; its buckets are written by PostgreSQL from a pool of real sketches, as
 sketching millions of buckets one by one in Python would take a quarter of an hour.
@@ -314,6 +315,13 @@ def _profile(client: Client, page: Page, name: str) -> None:
     print(f"\nProfile of one request: {name}\n{out.getvalue()}")
 
 
+def _trace_rows() -> int:
+    """How many of the trace's rows its page shows at first."""
+    from apps.dashboards.views.traces import ROWS_PER_PAGE
+
+    return min(TRACE_SPANS, ROWS_PER_PAGE)
+
+
 def _pages(pipeline: str, stage: str, trace_hex: str) -> dict[str, Page]:
     base = f"/teams/bench/dashboards/{pipeline}/"
     pages = {
@@ -337,7 +345,11 @@ def _pages(pipeline: str, stage: str, trace_hex: str) -> dict[str, Page]:
         pages[f"stage {window}"] = Page(url, False, LONG_VIEW_MS if long else None)
         pages[f"stage {window}, fragment"] = Page(url, True, LONG_VIEW_MS if long else FRAGMENT_MS)
     pages["fit check, fragment"] = Page(f"{base}fit/", True, FRAGMENT_MS)
-    pages["trace, 1,000 spans"] = Page(f"/teams/bench/traces/{trace_hex}/", False, TRACE_MS)
+    trace_url = f"/teams/bench/traces/{trace_hex}/"
+    pages["trace, 1,000 spans"] = Page(trace_url, False, TRACE_MS)
+    # A span's details and the next page of rows, as htmx asks for them.
+    pages["trace, span details, fragment"] = Page(f"{trace_url}?span={3:016x}", True, TRACE_MS)
+    pages["trace, next rows, fragment"] = Page(f"{trace_url}?rows={_trace_rows()}", True, TRACE_MS)
     pages["violations list"] = Page("/teams/bench/violations/", False, None)
     return pages
 
@@ -370,7 +382,10 @@ def run() -> None:
         client.force_login(member)
         pages = _pages(populated.pipeline.slug, populated.stages[7].slug, f"{TRACE_ID:032x}")
         trace_page = _get(client, pages["trace, 1,000 spans"]).content.decode()
-        assert trace_page.count("data-span=") == TRACE_SPANS, trace_page.count("data-span=")
+        # The first page of rows; the others are a link away.
+        shown = _trace_rows()
+        assert trace_page.count("data-span=") == shown, trace_page.count("data-span=")
+        assert shown == TRACE_SPANS or f'href="?rows={shown}"' in trace_page
         assert 'data-stage="stage-19"' in trace_page  # the breakdown reaches the last stage
         rows: dict[str, dict[str, Any]] = {}
         for name, page in pages.items():

@@ -124,6 +124,22 @@ def test_a_user_reads_the_dashboards_and_tries_a_rule(
     expect(page.locator(".wf-row.on-path").first).to_be_visible()
     page.screenshot(path=str(SCREENSHOTS / "trace_detail.png"), full_page=True)
 
+    # A span's details come in place, at a URL that can be shared, and go again.
+    page.evaluate("window.__marker = 2")
+    path_row = page.locator(".wf-row.on-path").nth(1)
+    span_id = path_row.get_attribute("data-span")
+    path_row.locator(".wf-label a").click()
+    details = page.locator(f'#span-panel [data-span-details="{span_id}"]')
+    expect(details).to_be_visible()
+    expect(details.locator("dt", has_text="critical")).to_be_visible()
+    page.wait_for_url(f"**/traces/*/?span={span_id}")
+    assert page.evaluate("window.__marker") == 2
+    page.screenshot(path=str(SCREENSHOTS / "trace_span_details.png"), full_page=True)
+    page.locator("#span-panel").get_by_role("link", name="Close").click()
+    expect(details).to_have_count(0)
+    page.wait_for_url("**/traces/*/")
+    assert page.evaluate("window.__marker") == 2
+
     page.goto(f"{live_server.url}/teams/demo/pipelines/rag-chat/")
     stage = page.locator('[data-stage-slug="rerank"]')
     stage.get_by_role("link", name="+ Span rule").click()

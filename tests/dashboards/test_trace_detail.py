@@ -251,6 +251,8 @@ def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:
         world.team,
         [span(ROOT, None, start, start + MS, name="GET /x", attributes=attributes, trace_id=0xF2)],
     )
-    html = client_for(world.owner).get(detail_url(hex_of(0xF2))).content.decode()
+    # A span's attributes are in its details, opened by its link.
+    url = f"{detail_url(hex_of(0xF2))}?span={ROOT:016x}"
+    html = client_for(world.owner).get(url).content.decode()
     assert "<dt>items</dt><dd>not a method</dd>" in html
     assert "<dt>http.route</dt><dd>/x</dd>" in html

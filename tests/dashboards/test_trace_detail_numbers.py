@@ -33,9 +33,16 @@ def chat_trace(t0: int, ttfc: Any, *, first_token_event: bool) -> list[HandSpan]
     ]  # fmt: skip
 
 
-def llm_row(page: str) -> str:
-    row = page[page.index(f'data-span="{LLM:016x}"') :]
-    return row[: row.index('<div class="wf-ms">')]
+def llm_details(page: str) -> str:
+    panel = page[page.index(f'data-span-details="{LLM:016x}"') :]
+    return panel[: panel.index("</dl>")]
+
+
+def llm_page(world: TeamWorld) -> str:
+    """The trace's page with the LLM span's details open."""
+    response = client_for(world.viewer).get(f"{detail_url(hex_of(TRACE))}?span={LLM:016x}")
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def test_a_span_that_lost_its_time_to_first_chunk_on_arrival_shows_the_note(
@@ -44,13 +51,11 @@ def test_a_span_that_lost_its_time_to_first_chunk_on_arrival_shows_the_note(
     make_rag_pipeline(world.team)
     ingest(world.team, chat_trace(now_ns() - HOUR, 1e300, first_token_event=True))
 
-    response = client_for(world.viewer).get(detail_url(hex_of(TRACE)))
+    page = llm_page(world)
 
-    assert response.status_code == 200
-    page = response.content.decode()
-    row = llm_row(page)
-    assert f"<dt>{TTFC}</dt>" not in row
-    dropped = re.search(r'data-role="dropped-attributes">(.*?)</dd>', row, re.S)
+    details = llm_details(page)
+    assert f"<dt>{TTFC}</dt>" not in details
+    dropped = re.search(r'data-role="dropped-attributes">(.*?)</dd>', details, re.S)
     assert dropped is not None
     assert html.unescape(dropped.group(1)) == f"{TTFC}: out of range (1e+300)"
     # The first token event stands in: 200 ms to the first token, 450 ms after it.
@@ -78,10 +83,8 @@ def test_a_span_stored_with_an_unusable_time_to_first_chunk_is_analyzed_and_show
 
     assert (result.traces, result.quarantined) == (1, 0)
     assert Trace.objects.get().state == TraceState.FINALIZED
-    response = client_for(world.viewer).get(detail_url(hex_of(TRACE)))
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert "ignored: not a usable number of seconds" in llm_row(page)
+    page = llm_page(world)
+    assert "ignored: not a usable number of seconds" in llm_details(page)
     # No first token: the until-first-token stage takes the whole call.
     assert cell(page, "ttft", "wall") == "650.0 ms"
     assert cell(page, "generation", "wall") == "0.0 ms"

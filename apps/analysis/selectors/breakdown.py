@@ -235,6 +235,8 @@ def _from_spans(
     for segment in attribution.segments:
         segments_by_span.setdefault(segment.span_id, []).append(segment)
 
+    # Once, not per span: the enum builds its list of values anew at every access.
+    status_labels = dict(StatusCode.choices)
     waterfall = []
     for span, depth in _tree_order(by_id, root)[:span_limit]:
         row = stored[span.span_id]
@@ -242,7 +244,7 @@ def _from_spans(
             WaterfallRow(
                 span=span,
                 depth=depth,
-                status=StatusCode(row[9]).label if row[9] in StatusCode.values else "unset",
+                status=str(status_labels.get(row[9], "unset")),
                 status_message=row[10],
                 parts=_parts(span, matcher.match(span)),
                 critical=tuple(segments_by_span.get(span.span_id, ())),

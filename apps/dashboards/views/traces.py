@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -18,7 +17,7 @@ from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_reason
 from apps.core.time import ns_to_datetime, ns_to_ms
 from apps.dashboards.views.filters import TraceFilterForm, WindowForm
-from apps.dashboards.views.waterfall import ticks, waterfall_rows
+from apps.dashboards.views.waterfall import WaterfallAsk, ticks, waterfall_page
 from apps.ingest.access import trace_for_user
 from apps.ingest.models import TraceState
 from apps.ingest.selectors import TracePage, traces_page, unmatched_traffic
@@ -30,6 +29,9 @@ LIST = "dashboards/traces.html"
 DETAIL = "dashboards/trace_detail.html"
 UNMATCHED = "dashboards/unmatched.html"
 PAGE_SIZE = 50
+# Waterfall rows a page: a compact row weighs about 0.45 KB, so a thousand would make
+# the page three times its 150 KB goal; 250 leave room for long span names.
+ROWS_PER_PAGE = 250
 TEASER_ROWS = 5
 
 
@@ -79,16 +81,29 @@ def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @require_GET
 def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> HttpResponse:
     membership, trace = trace_for_user(user=request.user, team_slug=team_slug, trace_hex=trace_hex)
-    analysis = trace_analysis(trace=trace, span_limit=MAX_WATERFALL_SPANS)
+    asked = WaterfallAsk(
+        rows=request.GET.get("rows"),
+        span=request.GET.get("span"),
+        size=ROWS_PER_PAGE,
+        limit=MAX_WATERFALL_SPANS,
+    )
+    analysis = trace_analysis(trace=trace, span_limit=asked.to_analyze)
+    waterfall = waterfall_page(analysis, asked)
+    hex_id = bytes(trace.trace_id).hex()
     context = {
         "team": membership.team,
         "trace": trace,
-        "trace_hex": bytes(trace.trace_id).hex(),
+        "trace_hex": hex_id,
+        "detail_url": reverse(
+            "traces:detail", kwargs={"team_slug": membership.team.slug, "trace_hex": hex_id}
+        ),
         "state": trace.state_label(timezone.now()),
         "idle_seconds": settings.TRACE_IDLE_SECONDS,
         "started_at": ns_to_datetime(trace.start_ns) if trace.start_ns is not None else None,
         "analysis": analysis,
-        "rows": waterfall_rows(analysis),
+        "waterfall": waterfall,
+        "rows": waterfall.rows,
+        "span": waterfall.span,
         "ticks": ticks(analysis),
         "e2e_ms": ns_to_ms(analysis.e2e_ns),
         "untracked_ms": ns_to_ms(analysis.untracked_critical_ns),
@@ -105,7 +120,10 @@ def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> Ht
             else None
         ),
     }
-    return render(request, DETAIL, context)
+    # htmx asks for a span's details, for the next rows, or (closing the details) for the
+    # bare URL: each gets only the region it swaps.
+    asks_rows = "rows" in request.GET and "span" not in request.GET
+    return render_page(request, DETAIL, context, partial="rows" if asks_rows else "span-panel")
 
 
 @login_required

@@ -1,11 +1,17 @@
-"""Geometry of the waterfall: every bar as CSS percentages of the trace's window."""
+"""Geometry of the waterfall: every bar as CSS percentages of the trace's window.
+
+A trace can hold thousands of spans, so a row carries only what it draws, every string
+ready for the template; a span's fields and attributes are built for the one span whose
+details are open, and the rows come a page at a time.
+"""
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
-from apps.analysis.selectors import TraceAnalysis, WaterfallRow
+from apps.analysis.selectors import SpanPart, TraceAnalysis, WaterfallRow
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import TIME_TO_FIRST_CHUNK, first_token_ns
+from apps.core.templatetags.figures import stage_class
 from apps.core.time import ns_to_ms
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
 
@@ -13,28 +19,82 @@ TICKS = 5
 MAX_INDENT = 24  # deeper spans stop moving right, so their names stay readable
 
 
-@dataclass(frozen=True)
-class Bar:
-    left: str
-    width: str
-    stage: str | None
-    colour: int | None  # index of the stage among the pipeline's stages; None: untracked
+# Rows and bars are tuples of plain strings, not dataclasses: the garbage collector stops
+# tracking such tuples, so hundreds of rows add nothing to its next full pass, which on a
+# big trace's page costs more than rendering them.
+
+
+class Bar(NamedTuple):
+    css: str  # classes, the stage's colour among them
+    style: str  # position and width in the trace's window
+    stage: str  # the stage's slug; "" for untracked
     title: str
 
 
+class BarRow(NamedTuple):
+    """One row, its numbers already text: a template prints a number many times slower."""
+
+    span_id: str
+    depth: str
+    css: str  # "wf-row", then "error" and "on-path" where they apply
+    indent: str
+    name: str
+    service: str
+    error: str  # why a failed span failed, in its row: the first thing one looks for
+    bars: tuple[Bar, ...]
+    # Styles only, no titles: the details panel tells the span's time on the path, and a
+    # title on each of a root's dozens of segments would weigh more than the row.
+    critical: tuple[str, ...]
+    duration: str  # "12.5 ms"
+
+
 @dataclass(frozen=True)
-class BarRow:
+class SpanDetails:
+    """Everything about one span, for the details panel."""
+
     row: WaterfallRow
-    indent: int
-    span_bar: Bar
-    parts: list[Bar]
-    critical: list[Bar]
     duration_ms: float
     critical_ms: float
     offset_ms: float
     # Not the dict: a template would read an attribute named "items" as the method.
     attributes: list[tuple[str, Any, str]]  # key, value, why analysis ignores it ("")
     dropped: list[str]  # what ingestion dropped from the span, as noted on it
+
+
+@dataclass(frozen=True)
+class WaterfallPage:
+    """The rows shown, from ``first``, and the span whose details are open, if any."""
+
+    rows: list[BarRow]
+    first: int
+    size: int  # rows a page
+    total: int  # rows the waterfall has, at most its limit
+    span_total: int  # spans the trace has
+    span: SpanDetails | None
+
+    @property
+    def truncated(self) -> bool:
+        return self.span_total > self.total
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.rows)
+
+    @property
+    def next(self) -> int | None:
+        return self.last if self.last < self.total else None
+
+    @property
+    def next_count(self) -> int:
+        return min(self.size, self.total - self.last)
+
+    @property
+    def previous(self) -> int | None:
+        return max(0, self.first - self.size) if self.first else None
+
+    @property
+    def paged(self) -> bool:
+        return self.total > self.size
 
 
 @dataclass(frozen=True)
@@ -51,61 +111,128 @@ class Scale:
     def left(self, ns: int) -> str:
         return f"{(ns - self.start) / self.length * 100:.3f}"
 
-    def width(self, start: int, end: int) -> str:
-        return f"{max(0, end - start) / self.length * 100:.3f}"
+    def style(self, start: int, end: int) -> str:
+        left = (start - self.start) / self.length * 100
+        width = max(0, end - start) / self.length * 100
+        # Hundredths of a percent are under a pixel: more digits only weigh the page down.
+        return f"left:{left:.2f}%;width:{width:.2f}%"
 
 
 def _stage_label(stage: str | None) -> str:
     return stage if stage is not None else "untracked"
 
 
-def waterfall_rows(analysis: TraceAnalysis) -> list[BarRow]:
+@dataclass(frozen=True)
+class WaterfallAsk:
+    """The rows and the span a URL asks for, as given: anything unreadable or unknown is
+    ignored, so a stale or mistyped link shows the trace rather than an error."""
+
+    rows: str | None
+    span: str | None
+    size: int  # rows a page
+    limit: int  # rows the waterfall has at most
+
+    @property
+    def first(self) -> int | None:
+        # Not isdigit: int() refuses "²"; and no thousands of digits for int() to read.
+        if self.rows is None or not self.rows.isdecimal() or len(self.rows) > 9:
+            return None
+        return int(self.rows)
+
+    @property
+    def to_analyze(self) -> int:
+        """How many rows in tree order the analysis must build for the page asked for.
+
+        Building a row matches its span against the stages again; the rows after the
+        page are only counted. A span is looked for among all of them.
+        """
+        if self.span:
+            return self.limit
+        return min(self.limit, (self.first or 0) + self.size)
+
+
+def waterfall_page(analysis: TraceAnalysis, asked: WaterfallAsk) -> WaterfallPage:
+    """``size`` rows from ``rows``, or else the page holding ``span``, or else the first;
+    ``analysis`` holds the rows up to the page's end (``asked.to_analyze``)."""
+    size, limit = asked.size, asked.limit
+    total = min(analysis.span_total, limit) if analysis.rows else 0
+    found = _find_row(analysis, asked.span)
+    if asked.first is not None:
+        first = min(asked.first, max(0, total - 1))
+    elif found is not None:
+        first = found[0] - found[0] % size
+    else:
+        first = 0
+    return WaterfallPage(
+        rows=waterfall_rows(analysis, start=first, stop=first + size),
+        first=first,
+        size=size,
+        total=total,
+        span_total=analysis.span_total,
+        span=span_details(analysis, found[1]) if found is not None else None,
+    )
+
+
+def _find_row(analysis: TraceAnalysis, span_id: str | None) -> tuple[int, WaterfallRow] | None:
+    if not span_id:
+        return None
+    wanted = span_id.lower()
+    for index, row in enumerate(analysis.rows):
+        if row.span_id == wanted:
+            return index, row
+    return None
+
+
+def waterfall_rows(
+    analysis: TraceAnalysis, *, start: int = 0, stop: int | None = None
+) -> list[BarRow]:
     scale = Scale(analysis)
     colours = analysis.stage_index
-    root_start = analysis.root_start_ns
     rows = []
-    for row in analysis.rows:
+    for row in analysis.rows[start:stop]:
         span = row.span
+        css = "wf-row"
+        if span.status_error:
+            css += " error"
+        if row.critical:
+            css += " on-path"
         rows.append(
             BarRow(
-                row=row,
-                indent=min(row.depth, MAX_INDENT),
-                span_bar=Bar(
-                    scale.left(span.start_ns),
-                    scale.width(span.start_ns, span.stop_ns),
-                    None,
-                    None,
-                    span.name,
-                ),
-                parts=[
-                    Bar(
-                        scale.left(part.start_ns),
-                        scale.width(part.start_ns, part.end_ns),
-                        part.stage,
-                        colours.get(part.stage) if part.stage else None,
-                        f"{_stage_label(part.stage)}: {ns_to_ms(part.end_ns - part.start_ns)} ms",
-                    )
-                    for part in row.parts
-                ],
-                critical=[
-                    Bar(
-                        scale.left(segment.start_ns),
-                        scale.width(segment.start_ns, segment.end_ns),
-                        segment.stage,
-                        colours.get(segment.stage) if segment.stage else None,
-                        f"critical path, {_stage_label(segment.stage)}: "
-                        f"{ns_to_ms(segment.duration_ns)} ms",
-                    )
-                    for segment in row.critical
-                ],
-                duration_ms=ns_to_ms(span.duration_ns),
-                critical_ms=ns_to_ms(row.critical_ns),
-                offset_ms=ns_to_ms(span.start_ns - root_start),
-                attributes=_attribute_rows(span),
-                dropped=_dropped_notes(span),
+                span_id=row.span_id,
+                depth=str(row.depth),
+                css=css,
+                indent=str(min(row.depth, MAX_INDENT)),
+                name=span.name,
+                service=span.service,
+                error=row.status_message if span.status_error else "",
+                bars=tuple(_bar(part, scale, colours) for part in row.parts),
+                critical=tuple(scale.style(seg.start_ns, seg.end_ns) for seg in row.critical),
+                duration=f"{ns_to_ms(span.duration_ns)} ms",
             )
         )
     return rows
+
+
+def _bar(part: SpanPart, scale: Scale, colours: dict[str, int]) -> Bar:
+    colour = colours.get(part.stage) if part.stage else None
+    return Bar(
+        css=f"wf-bar {stage_class(colour)}",
+        style=scale.style(part.start_ns, part.end_ns),
+        stage=part.stage or "",
+        title=f"{_stage_label(part.stage)}: {ns_to_ms(part.end_ns - part.start_ns)} ms",
+    )
+
+
+def span_details(analysis: TraceAnalysis, row: WaterfallRow) -> SpanDetails:
+    span = row.span
+    return SpanDetails(
+        row=row,
+        duration_ms=ns_to_ms(span.duration_ns),
+        critical_ms=ns_to_ms(row.critical_ns),
+        offset_ms=ns_to_ms(span.start_ns - analysis.root_start_ns),
+        attributes=_attribute_rows(span),
+        dropped=_dropped_notes(span),
+    )
 
 
 def _attribute_rows(span: Span) -> list[tuple[str, Any, str]]:
