@@ -9,9 +9,9 @@ and each column keeps its largest value, so a latency spike is never averaged aw
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from apps.core.figures import format_ms
+from apps.core.time import to_datetime
 
 
 def nice_ceiling(value: float) -> float:
@@ -113,7 +113,7 @@ class LineChart:
 
 
 def _time_label(seconds: int, span: int) -> str:
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    moment = to_datetime(seconds)
     if span <= 2 * 86400:
         return moment.strftime("%H:%M")
     return moment.strftime("%b %d")
@@ -175,7 +175,7 @@ def line_chart(
         x, y = x_of(point.start + column / 2), y_of(point.value)
         commands.append(f"{'L' if pen_down else 'M'}{x},{y}")
         pen_down = True
-        when = datetime.fromtimestamp(point.start, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = to_datetime(point.start).strftime("%Y-%m-%d %H:%M:%S UTC")
         samples = f"{point.count} sample{'s' if point.count != 1 else ''}"
         title = f"{label} {format_ms(point.value)}".strip()
         markers.append(Marker(x, y, f"{title} at {when} ({samples})"))

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.core.exceptions import ValidationError
 
+from apps.core.time import to_datetime
 from apps.rollups.selectors import WINDOWS, requested_bounds
 from apps.rollups.selectors.percentiles import QUANTILES
 
@@ -107,7 +108,7 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _text(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M")
+    return to_datetime(seconds).strftime("%Y-%m-%dT%H:%M")
 
 
 def range_from(form: RangeForm, *, now: datetime | None = None) -> Range:

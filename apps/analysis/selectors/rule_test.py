@@ -52,10 +52,6 @@ class RuleTest:
     def taken_by_stage(self) -> list[tuple[str, int]]:
         return self.taken_earlier.most_common()
 
-    @property
-    def kept_spans(self) -> int:
-        return self.matched_spans - sum(self.taken_earlier.values())
-
 
 def rule_test(*, pipeline: Pipeline, stage: Stage, spec: RuleSpec) -> RuleTest:
     """Which spans of the pipeline's most recent analyzed traces ``spec`` matches.

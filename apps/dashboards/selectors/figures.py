@@ -7,10 +7,8 @@ Everything comes from the rollups selectors the REST API uses (``pipeline_percen
 from dataclasses import dataclass
 
 from apps.core.figures import UNTRACKED_CLASS, stage_colour
-from apps.core.time import NS_PER_MS
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.selectors.percentiles import (
-    QUANTILES,
     Distribution,
     PipelinePercentiles,
     StagePercentiles,
@@ -28,12 +26,6 @@ def default_percentile(pipeline: Pipeline) -> str:
     """The percentile a pipeline is judged at: its end-to-end budget's, else p95."""
     headline = pipeline.headline_budget
     return headline[0] if headline else "p95"
-
-
-def percentile_or_default(value: str | None, pipeline: Pipeline | None = None) -> str:
-    if value in QUANTILES:
-        return value
-    return default_percentile(pipeline) if pipeline is not None else "p95"
 
 
 @dataclass(frozen=True)
@@ -133,11 +125,6 @@ class PipelineFigures:
     @property
     def untracked_share(self) -> float | None:
         return self.percentiles.untracked_share
-
-    @property
-    def untracked_mean_ms(self) -> float | None:
-        untracked, e2e = self.percentiles.untracked, self.e2e
-        return round(untracked.sum_ns / e2e.count / NS_PER_MS, 1) if e2e.count else None
 
 
 def _stage_figures(stage: StagePercentiles, index: int, min_samples: int) -> StageFigures:

@@ -1,11 +1,12 @@
 """Everything the pipeline dashboard shows for one range and percentile."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.time import to_datetime
 from apps.dashboards.charts import (
     LineChart,
     Segment,
@@ -56,8 +57,7 @@ def _title(violation: Violation) -> str:
 
 def violations_during(*, pipeline: Pipeline, start: int, end: int) -> list[Violation]:
     """The pipeline's violations open at some point of ``[start, end)``, newest first."""
-    low = datetime.fromtimestamp(start, tz=UTC)
-    high = datetime.fromtimestamp(end, tz=UTC)
+    low, high = to_datetime(start), to_datetime(end)
     return list(
         Violation.objects.filter(pipeline=pipeline, opened_at__lt=high)
         .filter(Q(closed_at__isnull=True) | Q(closed_at__gt=low))

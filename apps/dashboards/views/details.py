@@ -1,7 +1,5 @@
 """A stage of a pipeline, its violations, and the budget fit check with its suggestions."""
 
-from datetime import UTC, datetime
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -13,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.analysis.selectors.rule_test import rule_test
 from apps.analysis.stage_matching import RuleSpec
 from apps.core.htmx import HtmxHttpRequest, render_page
+from apps.core.time import FINEST_RESOLUTION, align_down, to_datetime, to_seconds
 from apps.dashboards.ranges import RangeForm, range_from
 from apps.dashboards.selectors.figures import pipeline_figures
 from apps.dashboards.selectors.stage_page import stage_page
@@ -84,10 +83,12 @@ def violation_detail(request: HtmxHttpRequest, team_slug: str, violation_id: int
     current_team_remember(request, membership.team)
     violation = violation_for_team(team=membership.team, violation_id=violation_id)
     # The stage breakdown at the time: the window the latest evaluation read.
-    end = int((violation.closed_at or violation.last_evaluated_at).timestamp())
-    end -= end % 10
-    start = min(int(violation.opened_at.timestamp()), end - violation.window_s)
-    start -= start % 10
+    end = align_down(
+        to_seconds(violation.closed_at or violation.last_evaluated_at), FINEST_RESOLUTION
+    )
+    start = align_down(
+        min(to_seconds(violation.opened_at), end - violation.window_s), FINEST_RESOLUTION
+    )
     percentile = violation.percentile
     figures = pipeline_figures(
         percentiles=pipeline_percentiles(pipeline=violation.pipeline, start=start, end=end),
@@ -97,8 +98,8 @@ def violation_detail(request: HtmxHttpRequest, team_slug: str, violation_id: int
         "team": membership.team,
         "violation": violation,
         "figures": figures,
-        "window_start": datetime.fromtimestamp(start, tz=UTC),
-        "window_end": datetime.fromtimestamp(end, tz=UTC),
+        "window_start": to_datetime(start),
+        "window_end": to_datetime(end),
         "now": timezone.now(),
     }
     return render_page(request, VIOLATION, context)
