@@ -53,6 +53,22 @@ def downsample_max(points: Sequence[TimedValue], columns: int) -> list[TimedValu
     return result
 
 
+def _path(points: Sequence[tuple[float, float] | None]) -> str:
+    """An SVG path through the points, broken where a point is None. A point alone between
+    gaps gets a zero-length segment, which the round line cap draws as a dot."""
+    commands: list[str] = []
+    run = 0
+    for point in [*points, None]:
+        if point is None:
+            if run == 1:
+                commands.append("l0,0")
+            run = 0
+            continue
+        commands.append(f"{'L' if run else 'M'}{point[0]},{point[1]}")
+        run += 1
+    return " ".join(commands)
+
+
 @dataclass(frozen=True)
 class Tick:
     position: float
@@ -165,16 +181,14 @@ def line_chart(
 
     # Each point is drawn at the middle of the time it covers (several steps once merged).
     column = points[1].start - points[0].start if len(points) > 1 else step
-    commands: list[str] = []
+    placed: list[tuple[float, float] | None] = []
     markers: list[Marker] = []
-    pen_down = False
     for point in points:
         if point.value is None:
-            pen_down = False
+            placed.append(None)
             continue
         x, y = x_of(point.start + column / 2), y_of(point.value)
-        commands.append(f"{'L' if pen_down else 'M'}{x},{y}")
-        pen_down = True
+        placed.append((x, y))
         when = to_datetime(point.start).strftime("%Y-%m-%d %H:%M:%S UTC")
         samples = f"{point.count} sample{'s' if point.count != 1 else ''}"
         title = f"{label} {format_ms(point.value)}".strip()
@@ -187,7 +201,7 @@ def line_chart(
     ]
     return LineChart(
         plot=plot,
-        path=" ".join(commands),
+        path=_path(placed),
         markers=markers,
         y_ticks=y_ticks,
         x_ticks=_time_ticks(start, end, plot),
@@ -220,18 +234,16 @@ def sparkline(
     values = [p.value for p in points if p.value is not None]
     top = max([*values, budget_ms or 0, 1.0]) * 1.1
     count = max(len(points) - 1, 1)
-    commands = []
-    pen_down = False
+    placed: list[tuple[float, float] | None] = []
     for number, point in enumerate(points):
         if point.value is None:
-            pen_down = False
+            placed.append(None)
             continue
         x = round(number / count * (width - 2) + 1, 1)
         y = round(height - 1 - point.value / top * (height - 2), 1)
-        commands.append(f"{'L' if pen_down else 'M'}{x},{y}")
-        pen_down = True
+        placed.append((x, y))
     budget_y = round(height - 1 - budget_ms / top * (height - 2), 1) if budget_ms else None
-    return Sparkline(width, height, " ".join(commands), budget_y, title, not values)
+    return Sparkline(width, height, _path(placed), budget_y, title, not values)
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,13 @@ def test_a_gap_in_the_data_breaks_the_line_and_the_budget_and_bands_are_placed()
     assert not chart.empty
 
 
+def test_a_point_alone_between_gaps_is_still_drawn() -> None:
+    points = [TimedValue(0, None, 0), TimedValue(60, 120.0, 3), TimedValue(120, None, 0)]
+    chart = line_chart(points, start=0, end=180, step=60)
+    assert chart.path.endswith("l0,0")
+    assert sparkline(points, budget_ms=None).path.endswith("l0,0")
+
+
 def test_an_empty_series_says_so() -> None:
     chart = line_chart([TimedValue(0, None, 0)], start=0, end=60, step=60)
     assert chart.empty
