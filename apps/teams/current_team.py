@@ -12,7 +12,10 @@ CURRENT_TEAM_SESSION_KEY = "current_team"
 
 
 def current_team_remember(request: HttpRequest, team: Team) -> None:
-    request.session[CURRENT_TEAM_SESSION_KEY] = team.slug
+    # Setting the same value would still mark the session modified, and every page
+    # view (every auto-refresh too) would write it back to the database.
+    if request.session.get(CURRENT_TEAM_SESSION_KEY) != team.slug:
+        request.session[CURRENT_TEAM_SESSION_KEY] = team.slug
 
 
 def current_team_forget(request: HttpRequest, team: Team) -> None:

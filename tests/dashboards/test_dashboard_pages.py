@@ -88,6 +88,18 @@ def test_sign_in_lands_on_the_team_home(recent: ApiWorld) -> None:
     assert response["Location"] == HOME
 
 
+def test_a_page_view_writes_the_session_only_when_the_team_changes(recent: ApiWorld) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(recent.world.owner)
+    client.get(HOME)
+    # An auto-refreshing dashboard asks every 15 s: none of those requests writes.
+    with CaptureQueriesContext(connection) as again:
+        assert client.get(HOME).status_code == 200
+    assert not [q for q in again.captured_queries if q["sql"].startswith("UPDATE")]
+
+
 def test_the_team_home_runs_as_many_queries_for_many_pipelines_as_for_one(
     recent: ApiWorld,
 ) -> None:
@@ -97,6 +109,7 @@ def test_the_team_home_runs_as_many_queries_for_many_pipelines_as_for_one(
     from tests.factories import make_pipeline, make_stage
 
     client = client_for(recent.world.owner)
+    client.get(HOME)  # the first visit remembers the team in the session: one write more
     with CaptureQueriesContext(connection) as one:
         client.get(HOME)
     for number in range(12):

@@ -127,14 +127,14 @@ class PipelineFigures:
         return self.percentiles.untracked_share
 
 
-def _stage_figures(stage: StagePercentiles, index: int, min_samples: int) -> StageFigures:
+def _stage_figures(stage: StagePercentiles, min_samples: int) -> StageFigures:
     budget = stage.stage.budget_ms
     observed = stage.percentiles.get(stage.stage.budget_percentile)
     used = observed / budget if observed is not None and budget else None
     critical = stage.critical
     return StageFigures(
         stage=stage.stage,
-        colour=stage_colour(index),
+        colour=stage_colour(stage.ordinal),
         count=stage.wall.count,
         errors=stage.wall.errors,
         percentiles=stage.percentiles,
@@ -154,10 +154,7 @@ def pipeline_figures(*, percentiles: PipelinePercentiles, percentile: str) -> Pi
         percentiles=percentiles,
         percentile=percentile,
         min_samples=min_samples,
-        stages=[
-            _stage_figures(stage, index, min_samples)
-            for index, stage in enumerate(percentiles.stages)
-        ],
+        stages=[_stage_figures(stage, min_samples) for stage in percentiles.stages],
     )
 
 

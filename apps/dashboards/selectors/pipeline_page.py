@@ -1,5 +1,6 @@
 """Everything the pipeline dashboard shows for one range and percentile."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +29,7 @@ from apps.rollups.models import E2E_STAGE_ID, Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles, pipeline_series
 from apps.rollups.selectors.objectives import ObjectiveStatus, pipeline_objective_status
 from apps.rollups.selectors.percentiles import QUANTILES
+from apps.rollups.selectors.windows import resolution_availability
 
 CHART_POINTS = 180
 SORTS = {
@@ -75,6 +77,7 @@ def percentile_chart(
     budget_ms: float | None,
     label: str,
     bands: list[tuple[int, int, str]],
+    available: Mapping[int, float] | None = None,
 ) -> LineChart:
     series = pipeline_series(
         pipeline=pipeline,
@@ -84,6 +87,7 @@ def percentile_chart(
         start=range_.start,
         end=range_.end,
         max_points=CHART_POINTS,
+        available=available,
     )
     points = [TimedValue(p.start, p.value, p.count) for p in series.points]
     return line_chart(
@@ -136,8 +140,16 @@ def pipeline_page(
     now: datetime | None = None,
 ) -> PipelinePage:
     now = now or timezone.now()
+    available = resolution_availability(pipeline_id=pipeline.pk)
     figures = pipeline_figures(
-        percentiles=pipeline_percentiles(pipeline=pipeline, start=range_.start, end=range_.end),
+        # The page shows critical-path shares and means, never their percentiles.
+        percentiles=pipeline_percentiles(
+            pipeline=pipeline,
+            start=range_.start,
+            end=range_.end,
+            critical_sketches=False,
+            available=available,
+        ),
         percentile=range_.percentile,
     )
     violations = violations_during(pipeline=pipeline, start=range_.start, end=range_.end)
@@ -149,6 +161,7 @@ def pipeline_page(
         budget_ms=figures.budget_ms,
         label=f"end to end {range_.percentile}",
         bands=violation_bands(violations, stage_id=None, now=now),
+        available=available,
     )
     open_now = list(
         Violation.objects.filter(pipeline=pipeline, closed_at__isnull=True).select_related("stage")

@@ -17,6 +17,7 @@ from apps.dashboards.selectors.pipeline_page import (
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles
+from apps.rollups.selectors.windows import resolution_availability
 
 HISTOGRAM_BINS = 48
 SLOWEST = 10
@@ -37,10 +38,18 @@ def stage_page(
     *, pipeline: Pipeline, stage: Stage, range_: Range, now: datetime | None = None
 ) -> StagePage:
     now = now or timezone.now()
-    percentiles = pipeline_percentiles(pipeline=pipeline, start=range_.start, end=range_.end)
-    figures = pipeline_figures(percentiles=percentiles, percentile=range_.percentile)
-    row = next(s for s in figures.stages if s.stage.pk == stage.pk)
-    wall = next(s.wall for s in percentiles.stages if s.stage.pk == stage.pk)
+    available = resolution_availability(pipeline_id=pipeline.pk)
+    # Its critical-path percentiles come from the series; the figures need its sum only.
+    percentiles = pipeline_percentiles(
+        pipeline=pipeline,
+        start=range_.start,
+        end=range_.end,
+        critical_sketches=False,
+        stage=stage,
+        available=available,
+    )
+    (row,) = pipeline_figures(percentiles=percentiles, percentile=range_.percentile).stages
+    (wall,) = (s.wall for s in percentiles.stages)
     budget_shown = stage.budget_percentile == range_.percentile
     budget = stage.budget_ms if budget_shown else None
     violations = [
@@ -58,6 +67,7 @@ def stage_page(
             budget_ms=budget,
             label=f"{stage.name} {range_.percentile}",
             bands=bands,
+            available=available,
         ),
         critical_chart=percentile_chart(
             pipeline,
@@ -67,6 +77,7 @@ def stage_page(
             budget_ms=None,
             label=f"{stage.name} on the critical path, {range_.percentile}",
             bands=[],
+            available=available,
         ),
         distribution=histogram(
             wall.sketch.histogram(HISTOGRAM_BINS),

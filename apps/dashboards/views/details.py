@@ -91,7 +91,9 @@ def violation_detail(request: HtmxHttpRequest, team_slug: str, violation_id: int
     )
     percentile = violation.percentile
     figures = pipeline_figures(
-        percentiles=pipeline_percentiles(pipeline=violation.pipeline, start=start, end=end),
+        percentiles=pipeline_percentiles(
+            pipeline=violation.pipeline, start=start, end=end, critical_sketches=False
+        ),
         percentile=percentile,
     )
     context = {

@@ -7,11 +7,11 @@ end-to-end time, so the stages' shares plus the untracked share add up to 1.
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Max, Q, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
 from apps.core.time import NS_PER_MS
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
@@ -80,6 +80,7 @@ class StagePercentiles:
     percentiles: dict[str, float | None]
     status: str
     share: float | None
+    ordinal: int  # among the pipeline's stages in their order, read or not
 
 
 @dataclass(frozen=True)
@@ -132,13 +133,16 @@ def _assemble(
     window: Window,
     totals: dict[tuple[int, int, int], Distribution],
     stages: Iterable[Stage],
+    only: int | None = None,
 ) -> PipelinePercentiles:
     def of(stage_id: int, measure: int) -> Distribution:
         return totals.get((pipeline.pk, stage_id, measure)) or Distribution()
 
     e2e = of(E2E_STAGE_ID, Measure.WALL)
     results = []
-    for stage in stages:
+    for ordinal, stage in enumerate(stages):
+        if only is not None and stage.pk != only:
+            continue
         wall, critical = of(stage.pk, Measure.WALL), of(stage.pk, Measure.CRITICAL)
         percentiles = wall.percentiles()
         results.append(
@@ -149,6 +153,7 @@ def _assemble(
                 percentiles=percentiles,
                 status=budget_status(percentiles=percentiles, budget=stage.budget),
                 share=_share(critical, e2e),
+                ordinal=ordinal,
             )
         )
     untracked = of(UNTRACKED_STAGE_ID, Measure.CRITICAL)
@@ -165,16 +170,48 @@ def _assemble(
     )
 
 
-def pipeline_percentiles(*, pipeline: Pipeline, start: int, end: int) -> PipelinePercentiles:
-    """Percentiles over ``[start, end)`` (epoch seconds, 10-second aligned)."""
-    window, tiles = window_tiles(pipeline_id=pipeline.pk, start=start, end=end)
-    rows = (
-        RollupBucket.objects.filter(pipeline_id=pipeline.pk)
-        .filter(tiles_filter(tiles))
-        .values_list(*ROW_FIELDS)
+def _read_totals(
+    rows: QuerySet[RollupBucket], *, critical_sketches: bool
+) -> dict[tuple[int, int, int], Distribution]:
+    if critical_sketches:
+        return _totals(rows.values_list(*ROW_FIELDS))
+    totals = _totals(rows.filter(measure=Measure.WALL).values_list(*ROW_FIELDS))
+    summed = (
+        rows.filter(measure=Measure.CRITICAL)
+        .values("pipeline_id", "stage_id")
+        .annotate(n=Sum("count"), e=Sum("error_count"), total=Sum("sum_ns"), top=Max("max_ns"))
     )
+    for row in summed:
+        if row["n"]:
+            totals[(row["pipeline_id"], row["stage_id"], Measure.CRITICAL)] = Distribution(
+                count=row["n"], errors=row["e"], sum_ns=row["total"], max_ns=row["top"]
+            )
+    return totals
+
+
+def pipeline_percentiles(
+    *,
+    pipeline: Pipeline,
+    start: int,
+    end: int,
+    critical_sketches: bool = True,
+    stage: Stage | None = None,
+    available: Mapping[int, float] | None = None,
+) -> PipelinePercentiles:
+    """Percentiles over ``[start, end)`` (epoch seconds, 10-second aligned).
+
+    ``critical_sketches`` as in ``pipelines_percentiles``. With ``stage``, only that
+    stage is read and listed, beside the end-to-end and untracked figures (a stage's
+    share needs the end-to-end total): a page about one stage decodes two series of
+    sketches instead of one per stage. ``available``: the pipeline's
+    ``resolution_availability``, when a page that reads several figures has it."""
+    window, tiles = window_tiles(pipeline_id=pipeline.pk, start=start, end=end, available=available)
+    rows = RollupBucket.objects.filter(pipeline_id=pipeline.pk).filter(tiles_filter(tiles))
+    if stage is not None:
+        rows = rows.filter(stage_id__in=[stage.pk, E2E_STAGE_ID, UNTRACKED_STAGE_ID])
     stages = Stage.objects.filter(pipeline=pipeline).order_by("position", "id")
-    return _assemble(pipeline, window, _totals(rows), stages)
+    totals = _read_totals(rows, critical_sketches=critical_sketches)
+    return _assemble(pipeline, window, totals, stages, only=None if stage is None else stage.pk)
 
 
 def pipelines_percentiles(
@@ -199,21 +236,9 @@ def pipelines_percentiles(
     condition = Q()
     for shared, ids in alike.items():
         condition |= Q(pipeline_id__in=ids) & tiles_filter(shared)
-    rows = RollupBucket.objects.filter(condition)
-    if critical_sketches:
-        totals = _totals(rows.values_list(*ROW_FIELDS))
-    else:
-        totals = _totals(rows.filter(measure=Measure.WALL).values_list(*ROW_FIELDS))
-        summed = (
-            rows.filter(measure=Measure.CRITICAL)
-            .values("pipeline_id", "stage_id")
-            .annotate(n=Sum("count"), e=Sum("error_count"), total=Sum("sum_ns"), top=Max("max_ns"))
-        )
-        for row in summed:
-            if row["n"]:
-                totals[(row["pipeline_id"], row["stage_id"], Measure.CRITICAL)] = Distribution(
-                    count=row["n"], errors=row["e"], sum_ns=row["total"], max_ns=row["top"]
-                )
+    totals = _read_totals(
+        RollupBucket.objects.filter(condition), critical_sketches=critical_sketches
+    )
     stages: dict[int, list[Stage]] = defaultdict(list)
     for stage in Stage.objects.filter(pipeline__in=pipelines).order_by("position", "id"):
         stages[stage.pipeline_id].append(stage)

@@ -6,7 +6,7 @@ the whole window, so each point is a whole number of stored buckets; it grows
 until the series has no more points than asked for.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db.models import Q
@@ -24,7 +24,6 @@ from apps.rollups.selectors.windows import (
     bucket_start_seconds,
     resolution_availability,
     resolution_availability_many,
-    start_seconds,
     tile_window,
     tiles_filter,
 )
@@ -73,7 +72,7 @@ def series_step(
     return step
 
 
-def _finest_kept(start: int, available_from: dict[int, float]) -> int:
+def _finest_kept(start: int, available_from: Mapping[int, float]) -> int:
     for resolution in RESOLUTIONS:
         if available_from.get(resolution, 0) <= start:
             return resolution
@@ -96,7 +95,7 @@ class _Plan:
 
 def _plan(
     *,
-    available: dict[int, float],
+    available: Mapping[int, float],
     start: int,
     end: int,
     step: int | None,
@@ -124,12 +123,13 @@ def _assemble(plan: _Plan, stored: dict[Tile, tuple[int, bytes]], quantile: floa
     counts = [0] * len(plan.points)
     sketches: list[Blob] = []
     groups: list[int] = []
+    found = stored.get
     for number, (_, tiles) in enumerate(plan.points):
         for tile in tiles:
-            if tile in stored:
-                count, sketch = stored[tile]
-                counts[number] += count
-                sketches.append(sketch)
+            row = found(tile)
+            if row is not None:
+                counts[number] += row[0]
+                sketches.append(row[1])
                 groups.append(number)
     merged = merged_groups(blobs=sketches, groups=groups, group_count=len(plan.points))
     points = [
@@ -154,7 +154,9 @@ def _stored(
     stored: dict[int, dict[Tile, tuple[int, bytes]]] = {}
     for pipeline_id, resolution, bucket_start, count, sketch in rows:
         if count:
-            tile = Tile(resolution, start_seconds(bucket_start))
+            # A plain tuple is equal to the Tile of the same fields and hashes alike, and
+            # a thousand of them are built in a fraction of the time.
+            tile: Tile = (resolution, bucket_start)  # type: ignore[assignment]
             stored.setdefault(pipeline_id, {})[tile] = (count, sketch)
     return stored
 
@@ -169,12 +171,14 @@ def pipeline_series(
     end: int,
     step: int | None = None,
     max_points: int = DEFAULT_MAX_POINTS,
+    available: Mapping[int, float] | None = None,
 ) -> Series:
-    """Points over ``[start, end)``, widened to whole buckets of the chosen resolution."""
-    plan = _plan(
-        available=resolution_availability(pipeline_id=pipeline.pk),
-        start=start, end=end, step=step, max_points=max_points,
-    )  # fmt: skip
+    """Points over ``[start, end)``, widened to whole buckets of the chosen resolution.
+
+    ``available``: the pipeline's ``resolution_availability``, when the caller has it."""
+    if available is None:
+        available = resolution_availability(pipeline_id=pipeline.pk)
+    plan = _plan(available=available, start=start, end=end, step=step, max_points=max_points)
     condition = Q(pipeline_id=pipeline.pk) & tiles_filter(plan.claimed)
     stored = _stored(condition, stage_id=stage_id, measure=measure)
     return _assemble(plan, stored.get(pipeline.pk, {}), quantile)

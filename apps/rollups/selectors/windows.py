@@ -307,11 +307,15 @@ def requested_bounds(
     return low, high
 
 
-def window_tiles(*, pipeline_id: int, start: int, end: int) -> tuple[Window, list[Tile]]:
-    """The stored buckets answering ``[start, end)`` for a pipeline, and the window they cover."""
-    tiles = tile_window(
-        start=start, end=end, available_from=resolution_availability(pipeline_id=pipeline_id)
-    )
+def window_tiles(
+    *, pipeline_id: int, start: int, end: int, available: Mapping[int, float] | None = None
+) -> tuple[Window, list[Tile]]:
+    """The stored buckets answering ``[start, end)`` for a pipeline, and the window they cover.
+
+    ``available`` is the pipeline's ``resolution_availability``, when the caller has it."""
+    if available is None:
+        available = resolution_availability(pipeline_id=pipeline_id)
+    tiles = tile_window(start=start, end=end, available_from=available)
     low, high = tiles_bounds(tiles)
     return Window(start, end, low, high), tiles
 
