@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import Case, F, Q, QuerySet, When
 
 from apps.core.time import NS_PER_MS
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
@@ -110,7 +110,9 @@ def _totals(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[int, int, int], Distr
         total.errors += errors
         total.sum_ns += sum_ns
         total.max_ns = max(total.max_ns, max_ns)
-        if stage_id != UNTRACKED_STAGE_ID:  # only its share and mean are shown
+        # Untracked time shows only its share and mean; a row read without its sketch
+        # counts in the totals alone.
+        if stage_id != UNTRACKED_STAGE_ID and blob is not None:
             sketches.append(blob)
             groups.append(scopes.setdefault(scope, len(scopes)))
     merged = merged_groups(blobs=sketches, groups=groups, group_count=len(scopes))
@@ -175,18 +177,11 @@ def _read_totals(
 ) -> dict[tuple[int, int, int], Distribution]:
     if critical_sketches:
         return _totals(rows.values_list(*ROW_FIELDS))
-    totals = _totals(rows.filter(measure=Measure.WALL).values_list(*ROW_FIELDS))
-    summed = (
-        rows.filter(measure=Measure.CRITICAL)
-        .values("pipeline_id", "stage_id")
-        .annotate(n=Sum("count"), e=Sum("error_count"), total=Sum("sum_ns"), top=Max("max_ns"))
-    )
-    for row in summed:
-        if row["n"]:
-            totals[(row["pipeline_id"], row["stage_id"], Measure.CRITICAL)] = Distribution(
-                count=row["n"], errors=row["e"], sum_ns=row["total"], max_ns=row["top"]
-            )
-    return totals
+    # One statement for both measures, the critical path's sketches left in the
+    # database: a second statement filtered on the measure made PostgreSQL pick a
+    # worse index once other pipelines' rows filled the table (10 ms instead of 0.3).
+    wall_sketch = Case(When(measure=Measure.WALL, then=F("sketch")), default=None)
+    return _totals(rows.values_list(*ROW_FIELDS[:-1], wall_sketch))
 
 
 def pipeline_percentiles(
