@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import time
 import zlib
 from typing import Any
 
@@ -191,3 +192,16 @@ def expected_spans(records: list[SpanRecord]) -> list[tuple[Any, ...]]:
 def body_spans(body: bytes, encoding: int) -> list[tuple[Any, ...]]:
     """What a stored batch must hold for an accepted (decompressed) body."""
     return expected_spans(DECODERS[encoding](body).spans)
+
+
+def rate_window_fresh(seconds_needed: float = 2.0) -> None:
+    """Wait for the next rate window when the current one ends within ``seconds_needed``.
+
+    A test that spends a window's allowance and then expects a refusal would see the
+    allowance renewed if a window boundary fell between its requests.
+    """
+    from apps.ingest.ratelimit import WINDOW_S
+
+    left = WINDOW_S - time.time() % WINDOW_S
+    if left < seconds_needed:
+        time.sleep(left + 0.05)

@@ -23,6 +23,7 @@ from tests.ingest.endpoint_helpers import (
     native_span,
     post,
     protobuf_batch,
+    rate_window_fresh,
     status_of,
 )
 
@@ -46,6 +47,7 @@ def test_a_token_over_its_span_rate_gets_429_with_retry_after(
     world: TeamWorld, settings, frozen_clock
 ) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1  # five spans per window
+    rate_window_fresh()
     token = ingest_token(world.team)
 
     first = post(OTLP, protobuf_batch(3), token=token)
@@ -62,6 +64,7 @@ def test_a_token_over_its_span_rate_gets_429_with_retry_after(
 
 def test_the_rate_is_counted_per_token(world: TeamWorld, settings, frozen_clock) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
     busy, quiet = ingest_token(world.team, "busy"), ingest_token(world.team, "quiet")
     post(OTLP, protobuf_batch(5), token=busy)
 
@@ -71,6 +74,7 @@ def test_the_rate_is_counted_per_token(world: TeamWorld, settings, frozen_clock)
 
 def test_the_native_endpoint_is_rate_limited_too(world: TeamWorld, settings, frozen_clock) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
     token = ingest_token(world.team)
     spans = [native_span(f"{i:016x}") for i in range(1, 5)]
     assert post(NATIVE, native_batch(*spans), content_type=JSON, token=token).status_code == 200
@@ -85,6 +89,7 @@ def test_the_native_endpoint_is_rate_limited_too(world: TeamWorld, settings, fro
 
 def test_refused_spans_do_not_use_up_the_allowance(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 2  # ten spans per window
+    rate_window_fresh()
 
     assert rate_limit_consume(token_id=1, spans=8, now=NOW) == 0
     assert rate_limit_consume(token_id=1, spans=5, now=NOW) == 3
@@ -94,6 +99,7 @@ def test_refused_spans_do_not_use_up_the_allowance(settings) -> None:
 
 def test_a_new_window_starts_a_new_count(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
     assert rate_limit_consume(token_id=1, spans=5, now=NOW) == 0
     assert rate_limit_consume(token_id=1, spans=1, now=NOW) > 0
 
@@ -102,6 +108,7 @@ def test_a_new_window_starts_a_new_count(settings) -> None:
 
 def test_a_lone_batch_larger_than_a_window_passes_rather_than_never(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
 
     assert rate_limit_consume(token_id=1, spans=512, now=NOW) == 0
     assert rate_limit_consume(token_id=1, spans=1, now=NOW) > 0

@@ -31,6 +31,7 @@ from tests.ingest.endpoint_helpers import (
     otlp_json_span,
     post,
     protobuf_batch,
+    rate_window_fresh,
     status_of,
 )
 
@@ -155,6 +156,7 @@ def test_a_token_over_its_rate_gets_429_before_its_body_is_decompressed(
     world: TeamWorld, settings, url: str, batch: Any, content_type: str
 ) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1  # five spans per window
+    rate_window_fresh()
     token = ingest_token(world.team)
     filler = native_batch(*(native_span(f"{i:016x}") for i in range(1, 6)))
     assert post(NATIVE, filler, content_type=JSON, token=token).status_code == 200
@@ -172,6 +174,7 @@ def test_a_token_over_its_rate_gets_429_before_its_body_is_decompressed(
 
 def test_the_last_span_a_window_allows_still_gets_in(world: TeamWorld, settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
     token = ingest_token(world.team)
     four = native_batch(*(native_span(f"{i:016x}") for i in range(1, 5)))
     assert post(NATIVE, four, content_type=JSON, token=token).status_code == 200
@@ -184,6 +187,7 @@ def test_the_last_span_a_window_allows_still_gets_in(world: TeamWorld, settings)
 
 def test_the_early_rate_check_counts_nothing(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
     now = 1_000_002.0
 
     assert rate_limit_wait(token_id=1, now=now) == 0
