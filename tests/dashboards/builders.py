@@ -3,7 +3,9 @@
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
+import numpy as np
 from django.utils import timezone
 
 from apps.analysis.services.finalize import traces_finalize_due
@@ -13,8 +15,12 @@ from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
+from tests.rollups.bucket_rows import HandTrace
 from tests.timing import HOUR, MS
 from tests.traces import ROOT, HandSpan, encode, rag_spans, span
+
+if TYPE_CHECKING:
+    from tests.api.conftest import ApiWorld
 
 
 def now_ns() -> int:
@@ -138,3 +144,34 @@ def build_explorer(world: TeamWorld) -> Explorer:
         world, pipeline, ok, errored, health, health_old, batch, orphans, stale,
         theirs=get(world.other_team, THEIRS),
     )  # fmt: skip
+
+
+def retrieval_generation_traces(
+    api: "ApiWorld",
+    starts: list[int],
+    rng: np.random.Generator,
+    *,
+    retrieval_ms: float,
+    retrieval_sigma: float,
+    overhead_ms: int,
+    error_every: int = 0,
+) -> list[HandTrace]:
+    """Hand-made traces of the API world's pipeline: a lognormal retrieval, then a
+    generation of about 900 ms, then ``overhead_ms`` outside both stages; every
+    ``error_every``-th trace failed."""
+    traces = []
+    for index, start in enumerate(starts):
+        retrieval = int(rng.lognormal(np.log(retrieval_ms), retrieval_sigma) * MS)
+        generation = int(rng.lognormal(np.log(900), 0.2) * MS)
+        traces.append(
+            HandTrace(
+                start=start,
+                e2e_ns=retrieval + generation + overhead_ms * MS,
+                stages={
+                    api.retrieval.pk: (retrieval, retrieval),
+                    api.generation.pk: (generation, generation),
+                },
+                error=bool(error_every) and index % error_every == 0,
+            )
+        )
+    return traces

@@ -12,8 +12,14 @@ from apps.pipelines.models import Stage
 from apps.rollups.models import Violation
 from tests.api.conftest import ApiWorld, api, session_client  # noqa: F401 - the fixture
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
-from tests.rollups.bucket_rows import HandTrace, store_rollups
+from tests.dashboards.builders import (
+    hex_of,
+    ingest,
+    make_rag_pipeline,
+    now_ns,
+    retrieval_generation_traces,
+)
+from tests.rollups.bucket_rows import store_rollups
 from tests.timing import MS
 from tests.traces import rag_spans
 
@@ -27,20 +33,10 @@ def recent(api: ApiWorld) -> ApiWorld:  # noqa: F811
     """Hand-made rollups over the last 50 minutes: retrieval often over its 400 ms."""
     rng = np.random.default_rng(2)
     now = int(timezone.now().timestamp())
-    traces = []
-    for start in sorted(int(s) for s in rng.integers(now - 3000, now - 30, 300)):
-        retrieval = int(rng.lognormal(np.log(380), 0.5) * MS)
-        generation = int(rng.lognormal(np.log(900), 0.2) * MS)
-        traces.append(
-            HandTrace(
-                start=start,
-                e2e_ns=retrieval + generation + 5 * MS,
-                stages={
-                    api.retrieval.pk: (retrieval, retrieval),
-                    api.generation.pk: (generation, generation),
-                },
-            )
-        )
+    starts = sorted(int(s) for s in rng.integers(now - 3000, now - 30, 300))
+    traces = retrieval_generation_traces(
+        api, starts, rng, retrieval_ms=380, retrieval_sigma=0.5, overhead_ms=5
+    )
     store_rollups(api.pipeline, traces)
     return api
 

@@ -12,8 +12,8 @@ from apps.core.figures import format_ms, format_percent
 from apps.rollups.models import Violation
 from tests.api.conftest import ApiWorld, api, session_client  # noqa: F401 - the fixture
 from tests.conftest import client_for
-from tests.rollups.bucket_rows import HandTrace, store_rollups
-from tests.timing import MS
+from tests.dashboards.builders import retrieval_generation_traces
+from tests.rollups.bucket_rows import store_rollups
 
 FROM, TO = "2025-01-15T09:58:50", "2025-01-15T11:01:20"
 URL = "/teams/acme/dashboards/rag-chat/"
@@ -31,21 +31,9 @@ def _epoch(text: str) -> int:
 def traffic(api: ApiWorld) -> ApiWorld:  # noqa: F811
     rng = np.random.default_rng(7)
     starts = sorted(int(s) for s in rng.integers(_epoch(FROM) - 600, _epoch(TO) + 600, 500))
-    traces = []
-    for index, start in enumerate(starts):
-        retrieval = int(rng.lognormal(np.log(300), 0.6) * MS)
-        generation = int(rng.lognormal(np.log(900), 0.2) * MS)
-        traces.append(
-            HandTrace(
-                start=start,
-                e2e_ns=retrieval + generation + 7 * MS,
-                stages={
-                    api.retrieval.pk: (retrieval, retrieval),
-                    api.generation.pk: (generation, generation),
-                },
-                error=index % 50 == 0,
-            )
-        )
+    traces = retrieval_generation_traces(
+        api, starts, rng, retrieval_ms=300, retrieval_sigma=0.6, overhead_ms=7, error_every=50
+    )
     store_rollups(api.pipeline, traces)
     return api
 

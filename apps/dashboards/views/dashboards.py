@@ -9,7 +9,6 @@ from dataclasses import replace
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from apps.core.htmx import HtmxHttpRequest, render_page
@@ -17,7 +16,7 @@ from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeF
 from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
 from apps.dashboards.selectors.overview import team_overview
 from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
-from apps.pipelines.models import Pipeline
+from apps.pipelines.access import pipeline_for_user
 from apps.rollups.selectors import WINDOWS
 from apps.rollups.selectors.percentiles import QUANTILES
 from apps.teams.access import membership_for_user
@@ -90,9 +89,10 @@ def team_home(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 def pipeline_dashboard(
     request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
 ) -> HttpResponse:
-    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
     current_team_remember(request, membership.team)
-    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
     form = RangeForm(request.GET, default_percentile=default_percentile(pipeline))
     range_ = range_from(form)
     page = pipeline_page(

@@ -16,6 +16,7 @@ from apps.dashboards.ranges import RangeForm, range_from
 from apps.dashboards.selectors.figures import pipeline_figures
 from apps.dashboards.selectors.stage_page import stage_page
 from apps.dashboards.views.dashboards import common_context
+from apps.pipelines.access import pipeline_for_user, stage_for_pipeline
 from apps.pipelines.forms import SpanRuleForm
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.services import stage_budgets_set
@@ -23,7 +24,7 @@ from apps.rollups.access import violation_for_team
 from apps.rollups.selectors import WINDOWS, pipeline_percentiles
 from apps.rollups.selectors.fit import pipeline_fit
 from apps.rollups.selectors.violations import CLOSED, OPEN, violations_for_team
-from apps.teams.access import membership_for_user, membership_for_writer
+from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
 
 STAGE = "dashboards/stage.html"
@@ -39,9 +40,10 @@ VIOLATIONS_SHOWN = 200
 def stage_dashboard(
     request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_slug: str
 ) -> HttpResponse:
-    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
     current_team_remember(request, membership.team)
-    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
     stage = get_object_or_404(Stage, pipeline=pipeline, slug=stage_slug)
     form = RangeForm(request.GET, default_percentile=stage.budget_percentile)
     range_ = range_from(form)
@@ -110,8 +112,9 @@ def violation_detail(request: HtmxHttpRequest, team_slug: str, violation_id: int
 @login_required
 @require_GET
 def fit_check(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
-    membership = membership_for_user(user=request.user, team_slug=team_slug)
-    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
     fit = pipeline_fit(pipeline=pipeline)
     suggestions = [
         s for s in fit.stages if s.suggested_ms is not None and s.suggested_ms != s.budget_ms
@@ -130,8 +133,9 @@ def fit_check(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> H
 @require_POST
 def fit_apply(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
     """Set the suggested budgets the editor saw (one ``stage-<id>`` field each)."""
-    membership = membership_for_writer(user=request.user, team_slug=team_slug)
-    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
+    _, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
+    )
     budgets: dict[int, int] = {}
     for name in request.POST:
         if not name.startswith("stage-"):
@@ -158,9 +162,10 @@ def rule_tester(
     request: HtmxHttpRequest, team_slug: str, pipeline_slug: str, stage_id: int
 ) -> HttpResponse:
     """The rule being typed on the stage editor, tried on the pipeline's recent traces."""
-    membership = membership_for_user(user=request.user, team_slug=team_slug)
-    pipeline = get_object_or_404(Pipeline, team=membership.team, slug=pipeline_slug)
-    stage = get_object_or_404(Stage, pipeline=pipeline, pk=stage_id)
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
+    stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
     form = SpanRuleForm(request.GET)
     result = None
     if form.is_valid():

@@ -215,8 +215,8 @@ def pipelines_percentiles(
     """``pipeline_percentiles`` of several pipelines in a few statements, whatever their
     number: availability, rows (pipelines tiled alike share one condition), stages.
 
-    Without ``critical_sketches`` the critical-path measure is summed by the database
-    and its sketches never leave it: shares and means stay exact, its percentiles are
+    Without ``critical_sketches`` the critical-path rows come without their sketches,
+    which never leave the database: shares and means stay exact, its percentiles are
     left out (an overview shows none), and half the sketches are not decoded."""
     if not pipelines:
         return {}
