@@ -48,7 +48,9 @@ PROFILE = os.environ.get("BENCH_PROFILE", "") == "1"
 WINDOWS = ["15m", "1h", "24h", "7d", "30d"]
 
 FLEET_PIPELINES = 50
-FLEET_HORIZONS = {10: 2 * 3600, 60: 25 * 3600, 3600: 25 * 3600, 86400: 2 * 86400}
+FLEET_HORIZONS = {
+    10: 2 * 3600, 60: 25 * 3600, 600: 25 * 3600, 3600: 25 * 3600, 86400: 2 * 86400,
+}  # fmt: skip
 # Distinct sketches per series of each fleet pipeline; buckets take them in turn.
 FLEET_VARIANTS = 8
 

@@ -15,8 +15,10 @@ S_PER_DAY = 86_400
 NS_PER_DAY = S_PER_DAY * NS_PER_S
 
 # Widths in seconds of the rollup buckets, finest first: analysis marks the finest
-# dirty, rollups merge each coarser one from the one below.
-RESOLUTIONS = (10, 60, 3600, 86400)
+# dirty, rollups merge each coarser one from the one below. Ten minutes sits between
+# the minute and the hour so that a day's chart (a point every ten minutes) and the
+# edges of a window read tens of buckets, not hundreds of minutes.
+RESOLUTIONS = (10, 60, 600, 3600, 86400)
 FINEST_RESOLUTION = RESOLUTIONS[0]
 
 

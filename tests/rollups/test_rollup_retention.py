@@ -40,6 +40,7 @@ def test_expiry_deletes_each_resolution_past_its_retention_and_keeps_days(db: No
     ages = {
         10: (timedelta(hours=1, minutes=59), timedelta(hours=2, seconds=10)),
         60: (timedelta(days=2, hours=23), timedelta(days=3, minutes=1)),
+        600: (timedelta(days=2, hours=23), timedelta(days=3, minutes=10)),
         3600: (hour_keep - timedelta(hours=1), hour_keep + timedelta(hours=1)),
         86400: (timedelta(days=400), timedelta(days=4000)),
     }
@@ -52,7 +53,7 @@ def test_expiry_deletes_each_resolution_past_its_retention_and_keeps_days(db: No
 
     deleted = rollups_expire(now=now)
 
-    assert deleted == {10: 1, 60: 1, 3600: 1}
+    assert deleted == {10: 1, 60: 1, 600: 1, 3600: 1}
     assert set(RollupBucket.objects.values_list("pk", flat=True)) == kept
     assert RollupBucket.objects.filter(resolution=86400).count() == 2
 

@@ -32,13 +32,13 @@ SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 def test_every_resolution_equals_a_direct_computation(world: TeamWorld) -> None:
     pipeline, stages = make_rollup_pipeline(world.team, "rag", stages=4, objective_ms=900)
     rng = np.random.default_rng(7)
-    # Three minutes across midnight: 10 s, minute, hour and day boundaries all cut it.
+    # Three minutes across midnight: every resolution's boundary cuts it.
     add_random_traces(pipeline, stages, rng=rng, n=600, from_ns=(NEW_YEAR_S - 90) * S, span_s=180)
     result = rollups_process_dirty(now=SOON_AFTER)
 
-    assert result.claimed == {10: 18, 60: 4, 3600: 2, 86400: 2}
+    assert result.claimed == {10: 18, 60: 4, 600: 2, 3600: 2, 86400: 2}
     assert not DirtyBucket.objects.exists()
-    assert assert_rollups_exact(pipeline) > 4 * (18 + 4 + 2 + 2)
+    assert assert_rollups_exact(pipeline) > 4 * (18 + 4 + 2 + 2 + 2)
     day = stored_rollups(pipeline, 86400)
     assert sum(row.count for (_, stage, _), row in day.items() if stage == E2E_STAGE_ID) == 600
 

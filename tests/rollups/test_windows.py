@@ -29,6 +29,8 @@ from tests.timing import HOUR_S as HOUR
 from tests.timing import MINUTE_S as MINUTE
 from tests.timing import MS
 
+TEN = 10 * MINUTE
+
 
 def at(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
@@ -133,8 +135,13 @@ def test_tiles_cover_the_window_exactly_with_the_coarsest_buckets(start: int, le
 
 
 def test_a_missing_fine_edge_falls_back_to_the_coarser_bucket_holding_it() -> None:
-    # 10-second buckets exist only from 12:00, minutes only from the 14th.
-    available = {10: at("2025-01-16 12:00:00"), MINUTE: at("2025-01-14 00:00:00"), HOUR: 0}
+    # 10-second buckets exist only from 12:00, minutes and ten minutes only from the 14th.
+    available = {
+        10: at("2025-01-16 12:00:00"),
+        MINUTE: at("2025-01-14 00:00:00"),
+        TEN: at("2025-01-14 00:00:00"),
+        HOUR: 0,
+    }
     chosen = tile_window(
         start=at("2025-01-13 22:58:50"), end=at("2025-01-16 01:02:20"), available_from=available
     )
@@ -151,13 +158,19 @@ def test_a_missing_fine_edge_falls_back_to_the_coarser_bucket_holding_it() -> No
 
 
 def test_the_recent_edge_keeps_its_10s_buckets_while_the_old_edge_widens() -> None:
-    available = {10: at("2025-01-16 00:00:00"), MINUTE: at("2025-01-13 00:00:00"), HOUR: 0}
+    available = {
+        10: at("2025-01-16 00:00:00"),
+        MINUTE: at("2025-01-13 00:00:00"),
+        TEN: at("2025-01-13 00:00:00"),
+        HOUR: 0,
+    }
     chosen = tile_window(
         start=at("2025-01-15 23:40:50"), end=at("2025-01-16 00:00:20"), available_from=available
     )
     assert set(chosen) == tiles(
         (MINUTE, "2025-01-15 23:40:00"),
-        *((MINUTE, f"2025-01-15 23:{m}:00") for m in range(41, 60)),
+        *((MINUTE, f"2025-01-15 23:{m}:00") for m in range(41, 50)),
+        (TEN, "2025-01-15 23:50:00"),
         (10, "2025-01-16 00:00:00"),
         (10, "2025-01-16 00:00:10"),
     )
@@ -176,14 +189,15 @@ def test_availability_follows_the_oldest_stored_bucket_of_each_resolution(
     pipeline = make_pipeline(world.team, "rag-chat")
     now = at("2025-01-16 12:00:00")
     starts = list(range(now - 4 * DAY, now, 10 * MINUTE))
-    # As the pruning leaves them: 10 s for 2 hours, minutes for 3 days.
-    kept = {10: now - 2 * HOUR, MINUTE: now - 3 * DAY, HOUR: 0, DAY: 0}
+    # As the pruning leaves them: 10 s for 2 hours, minutes and ten minutes for 3 days.
+    kept = {10: now - 2 * HOUR, MINUTE: now - 3 * DAY, TEN: now - 3 * DAY, HOUR: 0, DAY: 0}
     store_rollups(pipeline, e2e_traces(*starts), keep=lambda r, start: start >= kept[r])
     available = resolution_availability(pipeline_id=pipeline.pk)
     # Hours and days start with the traffic: none of them is missing.
     assert available == {
         10: now - 2 * HOUR,
         MINUTE: now - 3 * DAY,
+        TEN: now - 3 * DAY,
         HOUR: -math.inf,
         DAY: -math.inf,
     }
@@ -195,7 +209,8 @@ def test_availability_follows_the_oldest_stored_bucket_of_each_resolution(
     assert set(chosen) == {
         Tile(MINUTE, now - 3 * HOUR - MINUTE),
         *(Tile(HOUR, now - h * HOUR) for h in (3, 2)),
-        *(Tile(MINUTE, now - HOUR + m * MINUTE) for m in range(59)),
+        *(Tile(TEN, now - HOUR + t * TEN) for t in range(5)),
+        *(Tile(MINUTE, now - TEN + m * MINUTE) for m in range(9)),
         *(Tile(10, now - MINUTE + s * 10) for s in range(3)),
     }
 

@@ -3,6 +3,8 @@
 * 10-second buckets: 2 hours. They serve the freshest views and the minute merge;
   older windows read minutes.
 * Minute buckets: 3 days, enough for 24-hour series at minute steps.
+* Ten-minute buckets: 3 days too, as their children: a day's chart and the edges of
+  windows within those days read them; older windows read hours.
 * Hour buckets: SAMPLE_RETENTION_DAYS + 1 days, so the day merge of the oldest day
   still holding samples finds all its hours.
 * Day buckets: kept. A pipeline has 42 rows a day (20 stages x 2 measures + end to
@@ -39,9 +41,10 @@ Source = Literal["samples", "children", "expired", "keep"]
 def retention(resolution: int) -> timedelta | None:
     """How long buckets of ``resolution`` seconds are kept; None for ever."""
     keep = {
-        RESOLUTIONS[0]: FINE_KEEP,
-        RESOLUTIONS[1]: MINUTE_KEEP,
-        RESOLUTIONS[2]: timedelta(days=settings.SAMPLE_RETENTION_DAYS + 1),
+        10: FINE_KEEP,
+        60: MINUTE_KEEP,
+        600: MINUTE_KEEP,
+        3600: timedelta(days=settings.SAMPLE_RETENTION_DAYS + 1),
     }
     return keep.get(resolution)
 
