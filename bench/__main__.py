@@ -12,6 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "budgets_site.settings_test")
 django.setup()
 
 from bench import (  # noqa: E402
+    alerts,
     dashboards,
     decode,
     evaluation,
@@ -31,6 +32,7 @@ BENCHMARKS = {
     "percentiles": percentiles.run,
     "evaluation": evaluation.run,
     "dashboards": dashboards.run,
+    "alerts": alerts.run,
 }
 
 

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "apps.ingest",
     "apps.analysis",
     "apps.rollups",
+    "apps.alerts",
     "apps.dashboards",
 ]
 
@@ -295,6 +296,10 @@ CELERY_BEAT_SCHEDULE = {
     "rollups-expire": {"task": "apps.rollups.tasks.expire_rollups", "schedule": 600.0},
     # Budgets over each pipeline's sliding window: violations open and close.
     "budgets-evaluate": {"task": "apps.rollups.tasks.evaluate_budgets", "schedule": 10.0},
+    # Alert rules over violations and burn rates: pending, firing, reminders, no data.
+    "alerts-evaluate": {"task": "apps.alerts.tasks.evaluate_alerts", "schedule": 10.0},
+    # Safety net: deliveries are enqueued when written and when a retry is due.
+    "alerts-deliver-due": {"task": "apps.alerts.tasks.deliver_due_notifications", "schedule": 5.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -346,6 +351,22 @@ PASS_STATEMENT_TIMEOUT_S = _at_least(
 )
 SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
 SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
+
+# --- Alerts: webhook and email deliveries ----------------------------------------
+# Webhook targets resolving to private, loopback or link-local addresses are refused at
+# connect time (SSRF), unless allowed everywhere or for the hosts listed here.
+WEBHOOK_ALLOW_PRIVATE_IPS = env.bool("WEBHOOK_ALLOW_PRIVATE_IPS", default=False)
+WEBHOOK_ALLOWED_HOSTS = [h.lower() for h in env.list("WEBHOOK_ALLOWED_HOSTS", default=[])]
+WEBHOOK_CONNECT_TIMEOUT_S = _at_least(
+    0.1, "WEBHOOK_CONNECT_TIMEOUT_S", env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=5.0)
+)
+WEBHOOK_TIMEOUT_S = _at_least(
+    0.1, "WEBHOOK_TIMEOUT_S", env.float("WEBHOOK_TIMEOUT_S", default=15.0)
+)
+# At most this much of a receiver's answer is read; its start is kept with the attempt.
+WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, least=1024)
+# Permanent failures in a row after which a channel is disabled and the owners are told.
+ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

@@ -17,11 +17,13 @@ urlpatterns = [
     path("teams/<slug:team_slug>/traces/", include("apps.dashboards.urls")),
     path("teams/<slug:team_slug>/dashboards/", include("apps.dashboards.dashboard_urls")),
     path("teams/<slug:team_slug>/violations/", include("apps.dashboards.violation_urls")),
+    path("teams/<slug:team_slug>/alerts/", include("apps.alerts.urls")),
     path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
     path("api/v1/", include("apps.rollups.api_urls")),
     path("api/v1/", include("apps.dashboards.api_urls")),
+    path("api/v1/", include("apps.alerts.api_urls")),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(permission_classes=[AllowAny]),

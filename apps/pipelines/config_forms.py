@@ -18,7 +18,11 @@ class ConfigUploadForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
     )
     prune = forms.BooleanField(
-        required=False, label="Delete this team's pipelines that the file does not list (prune)"
+        required=False,
+        label=(
+            "Delete this team's pipelines, channels and alert rules that the file does not "
+            "list (prune)"
+        ),
     )
 
     def clean_file(self) -> Any:

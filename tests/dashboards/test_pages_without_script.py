@@ -22,6 +22,9 @@ PAGES = [
     "/teams/acme/members/",
     "/teams/acme/ingest-tokens/",
     "/teams/tokens/",
+    "/teams/acme/alerts/",
+    "/teams/acme/alerts/channels/",
+    "/teams/acme/alerts/rules/",
 ]
 
 

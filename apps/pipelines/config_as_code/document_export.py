@@ -2,7 +2,7 @@ from typing import Any
 
 import yaml
 
-from apps.pipelines.config_as_code.sections import SECTIONS
+from apps.pipelines.config_as_code.sections import sections
 from apps.teams.models import Team
 
 
@@ -42,7 +42,7 @@ def dump_yaml(data: Any) -> str:
 def config_export(*, team: Team) -> str:
     """The team's configuration in the file format; applying it back changes nothing."""
     data: dict[str, Any] = {"team": team.slug}
-    for section in SECTIONS:
+    for section in sections():
         value = section.export(team)
         if value is not None:
             data[section.key] = value

@@ -6,7 +6,7 @@ from typing import Any
 from apps.pipelines.config_as_code.errors import ConfigInvalid
 from apps.pipelines.config_as_code.loader import load_yaml
 from apps.pipelines.config_as_code.reader import Reader
-from apps.pipelines.config_as_code.sections import SECTIONS
+from apps.pipelines.config_as_code.sections import sections as registered_sections
 from apps.teams.models import slug_validator
 
 
@@ -22,7 +22,8 @@ def parse_document(text: str) -> Document:
     """Validate a file completely; raise ConfigInvalid listing every error by line."""
     root, errors = load_yaml(text)
     reader = Reader(errors)
-    keys = ("team", *(section.key for section in SECTIONS))
+    known = registered_sections()
+    keys = ("team", *(section.key for section in known))
     entries = reader.mapping(root, what="the file", keys=keys, required=("team",)) or {}
     team, team_line = "", root.line
     if "team" in entries:
@@ -30,7 +31,7 @@ def parse_document(text: str) -> Document:
         team_line = entries["team"].value.line
     sections = {
         section.key: section.parse(entries[section.key], reader)
-        for section in SECTIONS
+        for section in known
         if section.key in entries
     }
     if reader.errors:

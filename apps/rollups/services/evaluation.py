@@ -43,6 +43,7 @@ from apps.rollups.selectors.budget_window import (
     slowest_trace_ids,
     window_sketches,
 )
+from apps.rollups.signals import violations_changed
 from apps.rollups.sketches.ddsketch import Sketch
 
 logger = logging.getLogger(__name__)
@@ -187,11 +188,16 @@ def _evaluate(
     # Most evaluations change four columns; bulk_update's cost grows with rows x fields.
     Violation.objects.bulk_update(changes.followed, _FOLLOWED)
     Violation.objects.bulk_update(changes.reshaped, _WRITTEN)
+    closed = sum(1 for v in changes.reshaped if v.closed_at is not None)
+    if changes.opened or closed:
+        transaction.on_commit(
+            partial(violations_changed.send, sender=Violation, pipeline_ids=[pipeline.pk])
+        )
     return EvaluationResult(
         pipelines=1,
         opened=len(changes.opened),
         updated=len(changes.followed) + len(changes.reshaped),
-        closed=sum(1 for v in changes.reshaped if v.closed_at is not None),
+        closed=closed,
     )
 
 

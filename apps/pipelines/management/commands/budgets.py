@@ -15,7 +15,10 @@ from apps.teams.models import Team
 
 
 class Command(BaseCommand):
-    help = "Configuration as code: apply a YAML file of pipelines, stages and rules, or export one."
+    help = (
+        "Configuration as code: apply a YAML file of pipelines, stages and rules, alert "
+        "channels and alert rules, or export one."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
@@ -30,7 +33,10 @@ class Command(BaseCommand):
         apply.add_argument(
             "--prune",
             action="store_true",
-            help="Delete the team's pipelines that the file does not list.",
+            help=(
+                "Delete what a section of the file manages but does not list "
+                "(pipelines, channels, alerts)."
+            ),
         )
         export = actions.add_parser("export", help="Print a team's configuration as YAML.")
         export.add_argument("--team", required=True, metavar="SLUG")

@@ -1,0 +1,171 @@
+"""The ``channels:`` section: where notifications go, from nodes to specs."""
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator, validate_email
+
+from apps.alerts.config_as_code.common import check_unique, line_of, read_slug
+from apps.alerts.models import ChannelKind, WebhookFormat
+from apps.alerts.services.channels import MAX_ADDRESSES
+from apps.alerts.transports.signing import secret_is_valid
+from apps.pipelines.config_as_code.loader import Item, Node, Scalar, Sequence
+from apps.pipelines.config_as_code.reader import Reader, describe
+
+CHANNEL_KEYS = ("slug", "name", "kind", "url", "secret_env", "format", "to")
+WEBHOOK_ONLY = ("url", "secret_env", "format")
+EMAIL_ONLY = ("to",)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    line: int
+    slug: str
+    kind: str
+    slug_line: int = 0
+    name: str = ""
+    email_to: tuple[str, ...] = ()
+    url: str = ""
+    format: str = WebhookFormat.NATIVE
+    secret_env: str = ""
+    # Read from ``secret_env`` when the file is read; "" keeps the stored secret.
+    secret: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class ChannelsSpec:
+    line: int
+    channels: list[ChannelSpec]
+
+    def slugs(self) -> set[str]:
+        return {channel.slug for channel in self.channels}
+
+
+def _check_url(value: str) -> None:
+    try:
+        _url_validator(value.strip())
+    except ValidationError:
+        raise ValidationError(f"“{value}” is not an http:// or https:// URL.") from None
+
+
+def _check_env_name(value: str) -> None:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValidationError(
+            f"“{value}” is not an environment variable name (letters, digits and _, "
+            "not starting with a digit)."
+        )
+
+
+def _addresses(reader: Reader, item: Item) -> tuple[str, ...]:
+    # One address may stand alone; several make a list.
+    if isinstance(item.value, Scalar):
+        nodes: list[Node] = [item.value]
+    else:
+        nodes = reader.sequence(item, what="e-mail addresses")
+        if isinstance(item.value, Sequence) and not nodes:
+            reader.error(item.value.line, "“to” needs at least one address.")
+    addresses: list[str] = []
+    seen: dict[str, int] = {}
+    for node in nodes:
+        if not isinstance(node, Scalar) or not isinstance(node.value, str):
+            reader.error(node.line, f"An e-mail address must be text, not {describe(node)}.")
+            continue
+        address = node.value.strip()
+        try:
+            validate_email(address)
+        except ValidationError:
+            reader.error(node.line, f"“{address}” is not an e-mail address.")
+            continue
+        if address.lower() in seen:
+            first = seen[address.lower()]
+            reader.error(node.line, f"Duplicate address “{address}” (first at line {first}).")
+            continue
+        seen[address.lower()] = node.line
+        addresses.append(address)
+    if len(addresses) > MAX_ADDRESSES:
+        reader.error(item.value.line, f"At most {MAX_ADDRESSES} addresses per channel.")
+    return tuple(addresses)
+
+
+def _secret(reader: Reader, item: Item) -> tuple[str, str]:
+    """The variable's name and the secret it holds; the value never goes into a message."""
+    name = reader.text(item, max_length=100, check=_check_env_name)
+    if name is None:
+        return "", ""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        state = "is not set" if name not in os.environ else "is empty"
+        reader.error(
+            item.value.line,
+            f"The environment variable “{name}” {state}: it must hold this channel's "
+            "signing secret when the file is previewed or applied.",
+        )
+    elif not secret_is_valid(value):
+        reader.error(
+            item.value.line,
+            f"The environment variable “{name}” does not hold a signing secret: "
+            "“whsec_” followed by base64 (at least 24 bytes).",
+        )
+        value = ""
+    return name, value
+
+
+def _misplaced(reader: Reader, entries: dict[str, Item], kind: str) -> None:
+    """Keys of the other kind are mistakes, not something to ignore."""
+    other, owner = (
+        (EMAIL_ONLY, "e-mail channels")
+        if kind == ChannelKind.WEBHOOK
+        else (WEBHOOK_ONLY, "webhooks")
+    )
+    for key in other:
+        if key in entries:
+            reader.error(
+                entries[key].key_line, f"“{key}” is only for {owner}, not {kind} channels."
+            )
+
+
+def _channel(reader: Reader, node: Node) -> ChannelSpec:
+    entries = reader.mapping(node, what="channel", keys=CHANNEL_KEYS, required=("slug", "kind"))
+    if entries is None:
+        return ChannelSpec(node.line, "", "")
+    kind = (reader.choice(entries["kind"], ChannelKind.values) if "kind" in entries else None) or ""
+    name = (reader.text(entries["name"], max_length=100) or "") if "name" in entries else ""
+    url, format_, secret_env, secret = "", WebhookFormat.NATIVE.value, "", ""
+    email_to: tuple[str, ...] = ()
+    if kind:
+        _misplaced(reader, entries, kind)
+        required = "url" if kind == ChannelKind.WEBHOOK else "to"
+        if required not in entries:
+            article = "A" if kind == ChannelKind.WEBHOOK else "An"
+            reader.error(node.line, f"{article} {kind} channel needs “{required}”.")
+    if kind == ChannelKind.WEBHOOK:
+        if "url" in entries:
+            url = (reader.text(entries["url"], max_length=2000, check=_check_url) or "").strip()
+        if "format" in entries:
+            format_ = reader.choice(entries["format"], WebhookFormat.values) or format_
+        if "secret_env" in entries:
+            secret_env, secret = _secret(reader, entries["secret_env"])
+    elif kind == ChannelKind.EMAIL and "to" in entries:
+        email_to = _addresses(reader, entries["to"])
+    return ChannelSpec(
+        line=node.line,
+        slug=read_slug(reader, entries.get("slug")),
+        kind=kind,
+        slug_line=line_of(entries.get("slug"), node),
+        name=name,
+        email_to=email_to,
+        url=url,
+        format=format_,
+        secret_env=secret_env,
+        secret=secret,
+    )
+
+
+def parse_channels(item: Item, reader: Reader) -> ChannelsSpec:
+    channels = [_channel(reader, node) for node in reader.sequence(item, what="channels")]
+    check_unique(reader, [(c.slug, c.slug_line) for c in channels], "channel slug")
+    return ChannelsSpec(line=item.key_line, channels=channels)

@@ -1,0 +1,119 @@
+"""An alert rule's ``condition:``: a budget violation held for some minutes, or an
+objective's burn rate over pairs of windows."""
+
+import math
+from decimal import Decimal
+from typing import Any
+
+from apps.alerts.burn_windows import BurnWindow, burn_windows_clean
+from apps.alerts.config_as_code.common import is_whole, read_duration
+from apps.alerts.models import ConditionKind, Severity
+from apps.pipelines.config_as_code.loader import Item, Node, Scalar
+from apps.pipelines.config_as_code.reader import Reader
+
+CONDITION_KEYS = ("violation_for_minutes", "factor", "burn_rate")
+BURN_WINDOW_KEYS = ("long", "short", "factor", "severity")
+MAX_VIOLATION_MINUTES = 1440
+
+
+def _violation_minutes(reader: Reader, item: Item) -> int:
+    value = reader.scalar(item)
+    if not is_whole(value) or not 0 <= value <= MAX_VIOLATION_MINUTES:
+        if isinstance(item.value, Scalar):
+            reader.error(
+                item.value.line,
+                "“violation_for_minutes” must be a whole number of minutes between 0 and "
+                f"{MAX_VIOLATION_MINUTES}.",
+            )
+        return 0
+    return int(value)
+
+
+def _factor(reader: Reader, item: Item) -> Decimal | None:
+    value = reader.scalar(item)
+    line = item.value.line
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(item.value, Scalar):
+            reader.error(line, "“factor” must be a number of times the budget, such as 1.5.")
+        return None
+    factor = Decimal(str(value))
+    if not 1 <= factor <= 100:
+        reader.error(line, f"“factor” must be between 1 and 100 times the budget, not {value}.")
+        return None
+    if factor != factor.quantize(Decimal("0.01")):
+        reader.error(line, "“factor” has at most two decimals.")
+        return None
+    return factor
+
+
+def _burn_window(reader: Reader, node: Node, severity: str) -> dict[str, Any] | None:
+    entries = reader.mapping(
+        node, what="burn-rate window", keys=BURN_WINDOW_KEYS, required=("long", "short", "factor")
+    )
+    if entries is None or not {"long", "short", "factor"} <= set(entries):
+        return None
+    long_s, short_s = (
+        read_duration(reader, entries["long"]),
+        read_duration(reader, entries["short"]),
+    )
+    factor = reader.scalar(entries["factor"])
+    if isinstance(factor, bool) or not isinstance(factor, int | float):
+        reader.error(entries["factor"].value.line, "A burn-rate factor is a number, such as 14.4.")
+        return None
+    if "severity" in entries:
+        severity = reader.choice(entries["severity"], Severity.values) or severity
+    if long_s is None or short_s is None:
+        return None
+    return {"long_s": long_s, "short_s": short_s, "factor": factor, "severity": severity}
+
+
+def _burn_windows(reader: Reader, item: Item, severity: str) -> list[BurnWindow]:
+    if isinstance(item.value, Scalar):
+        if item.value.value != "default":
+            reader.error(
+                item.value.line,
+                "“burn_rate” is default or a list of windows, such as "
+                "[{long: 1h, short: 5m, factor: 14.4, severity: critical}].",
+            )
+        return []
+    nodes = reader.sequence(item, what="burn-rate windows")
+    pairs = [_burn_window(reader, node, severity) for node in nodes]
+    read = [pair for pair in pairs if pair is not None]
+    if len(read) < len(pairs):
+        return []
+    windows: list[BurnWindow] | None = reader.validated(
+        item.key_line, lambda: burn_windows_clean(read)
+    )
+    return windows or []
+
+
+def parse_condition(reader: Reader, item: Item, severity: str) -> dict[str, Any]:
+    entries = reader.mapping(item.value, what="condition", keys=CONDITION_KEYS)
+    if entries is None:
+        return {}
+    if "burn_rate" in entries:
+        others = [key for key in ("violation_for_minutes", "factor") if key in entries]
+        if others:
+            reader.error(
+                entries[others[0]].key_line,
+                "A condition is a budget violation (violation_for_minutes, factor) or an "
+                "objective's burn_rate, not both.",
+            )
+        return {
+            "condition": ConditionKind.BURN_RATE,
+            "burn_windows": _burn_windows(reader, entries["burn_rate"], severity),
+        }
+    if not entries:
+        reader.error(
+            item.value.line,
+            "A condition needs violation_for_minutes (e.g. {violation_for_minutes: 2}) "
+            "or burn_rate (e.g. {burn_rate: default}).",
+        )
+    fields: dict[str, Any] = {"condition": ConditionKind.VIOLATION}
+    if "violation_for_minutes" in entries:
+        fields["violation_for_minutes"] = _violation_minutes(
+            reader, entries["violation_for_minutes"]
+        )
+    if "factor" in entries:
+        fields["violation_factor"] = _factor(reader, entries["factor"])
+    return fields

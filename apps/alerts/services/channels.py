@@ -1,0 +1,153 @@
+"""Services: channels are created, changed, enabled, deleted and tested here."""
+
+from collections.abc import Sequence
+
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator, validate_email
+from django.db import transaction
+from django.utils import timezone
+
+from apps.alerts.models import Channel, ChannelKind, Notification, NotificationStatus, WebhookFormat
+from apps.alerts.transports.signing import secret_generate, secret_is_valid
+from apps.teams.models import Team
+
+MAX_ADDRESSES = 20
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def _clean_addresses(addresses: Sequence[str]) -> list[str]:
+    cleaned: list[str] = []
+    for address in addresses:
+        address = address.strip()
+        if not address:
+            continue
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise ValidationError({"email_to": f"“{address}” is not an e-mail address."}) from None
+        if address.lower() not in (a.lower() for a in cleaned):
+            cleaned.append(address)
+    if not cleaned:
+        raise ValidationError({"email_to": "Give at least one address."})
+    if len(cleaned) > MAX_ADDRESSES:
+        raise ValidationError({"email_to": f"At most {MAX_ADDRESSES} addresses per channel."})
+    return cleaned
+
+
+def _clean(channel: Channel) -> None:
+    """Kind-specific rules, then the model's own (slug, lengths, uniqueness)."""
+    if channel.kind == ChannelKind.EMAIL:
+        channel.email_to = _clean_addresses(channel.email_to)
+        channel.url, channel.secret, channel.secret_env = "", "", ""
+        channel.format = WebhookFormat.NATIVE
+    elif channel.kind == ChannelKind.WEBHOOK:
+        channel.email_to = []
+        channel.url = channel.url.strip()
+        try:
+            _url_validator(channel.url)
+        except ValidationError:
+            raise ValidationError({"url": "Give an http:// or https:// URL."}) from None
+        if channel.secret and not secret_is_valid(channel.secret):
+            raise ValidationError(
+                {"secret": "A signing secret is “whsec_” followed by base64 (at least 24 bytes)."}
+            )
+        if not channel.secret:
+            channel.secret = secret_generate()
+    channel.full_clean()
+
+
+def channel_create(
+    *,
+    team: Team,
+    slug: str,
+    kind: str,
+    name: str = "",
+    email_to: Sequence[str] = (),
+    url: str = "",
+    format: str = WebhookFormat.NATIVE,
+    secret: str = "",
+    secret_env: str = "",
+) -> Channel:
+    """A new channel; a webhook without a secret gets a fresh one."""
+    channel = Channel(
+        team=team,
+        slug=slug,
+        kind=kind,
+        name=name,
+        email_to=list(email_to),
+        url=url,
+        format=format,
+        secret=secret,
+        secret_env=secret_env,
+    )
+    _clean(channel)
+    channel.save()
+    return channel
+
+
+def channel_update(
+    *,
+    channel: Channel,
+    name: str | None = None,
+    email_to: Sequence[str] | None = None,
+    url: str | None = None,
+    format: str | None = None,
+    secret: str | None = None,
+    secret_env: str | None = None,
+) -> Channel:
+    """Change what is given; the kind and slug stay. A secret of "" keeps the current one."""
+    if name is not None:
+        channel.name = name
+    if email_to is not None:
+        channel.email_to = list(email_to)
+    if url is not None:
+        channel.url = url
+    if format is not None:
+        channel.format = format
+    if secret:
+        channel.secret = secret
+    if secret_env is not None:
+        channel.secret_env = secret_env
+    _clean(channel)
+    channel.save()
+    return channel
+
+
+def channel_secret_rotate(*, channel: Channel) -> Channel:
+    channel.secret = secret_generate()
+    channel.secret_env = ""
+    channel.save(update_fields=["secret", "secret_env", "updated_at"])
+    return channel
+
+
+def channel_enable(*, channel: Channel) -> Channel:
+    """Back into service after it was disabled; the failure count starts again."""
+    channel.disabled_at = None
+    channel.disabled_reason = ""
+    channel.consecutive_failures = 0
+    channel.save(
+        update_fields=["disabled_at", "disabled_reason", "consecutive_failures", "updated_at"]
+    )
+    return channel
+
+
+def channel_disable(*, channel: Channel, reason: str) -> bool:
+    """Disable and cancel what waits to be sent; False when it was disabled already."""
+    with transaction.atomic():
+        disabled = Channel.objects.filter(pk=channel.pk, disabled_at__isnull=True).update(
+            disabled_at=timezone.now(), disabled_reason=reason[:500]
+        )
+        if disabled:
+            Notification.objects.filter(
+                channel_id=channel.pk, status=NotificationStatus.PENDING
+            ).update(
+                status=NotificationStatus.CANCELLED,
+                finished_at=timezone.now(),
+                last_error="The channel was disabled.",
+            )
+    channel.refresh_from_db()
+    return bool(disabled)
+
+
+def channel_delete(*, channel: Channel) -> None:
+    channel.delete()

@@ -1,0 +1,201 @@
+"""Services: a notification is sent, each try logged as an attempt, retried with backoff.
+
+A delivery claims its notification with a conditional update (pending, due, and no
+live lease), so two runs of the same task never both send; the attempt row is
+committed before the transport is called, and completed after. A worker that dies
+mid-send leaves the lease to expire, and the next run sends again under the same
+``webhook-id`` for the receiver to recognise.
+"""
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.alerts.models import (
+    AttemptOutcome,
+    Channel,
+    DeliveryAttempt,
+    Notification,
+    NotificationStatus,
+)
+from apps.alerts.services.channels import channel_disable
+from apps.alerts.transports import transport_for
+from apps.alerts.transports.base import Delivered, TransportError
+from apps.teams.models import Membership, Role
+
+logger = logging.getLogger(__name__)
+
+# Waits before the 2nd, 3rd, … attempt: ten tries over about an hour.
+RETRY_DELAYS_S = (5, 15, 30, 60, 120, 300, 600, 900, 1500)
+MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1
+JITTER = 0.2
+# Longer than a send can take (the total webhook timeout, an SMTP exchange).
+LEASE = timedelta(seconds=120)
+ERROR_CHARS = 1000
+EXCERPT_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    notification_id: int
+    sent: bool = False
+    outcome: str = ""
+    retry_in_s: float | None = None
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based), jittered by ±20 %."""
+    base = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
+    return base * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+def _claim(notification_id: int, now: datetime) -> bool:
+    claimed = Notification.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
+        pk=notification_id,
+        status=NotificationStatus.PENDING,
+        next_attempt_at__lte=now,
+    ).update(lease_until=now + LEASE, attempts=F("attempts") + 1)
+    return claimed == 1
+
+
+def _owners_emails(channel: Channel) -> list[str]:
+    owners = Membership.objects.filter(team_id=channel.team_id, role=Role.OWNER)
+    return sorted(set(owners.exclude(user__email="").values_list("user__email", flat=True)))
+
+
+def _channel_failed(channel: Channel, error: TransportError) -> None:
+    """Count a permanent failure; disable the channel at the limit, or at once on 410."""
+    Channel.objects.filter(pk=channel.pk).update(consecutive_failures=F("consecutive_failures") + 1)
+    channel.refresh_from_db(fields=["consecutive_failures"])
+    limit = settings.ALERT_CHANNEL_DISABLE_AFTER
+    if error.disable:
+        reason = f"The receiver answered {error.http_status or 'that it is gone'}: {error}"
+    elif channel.consecutive_failures >= limit:
+        reason = (
+            f"{channel.consecutive_failures} deliveries in a row failed permanently; "
+            f"the last: {error}"
+        )
+    else:
+        return
+    if channel_disable(channel=channel, reason=reason):
+        from apps.alerts.transports.email import channel_disabled_email
+
+        recipients = _owners_emails(channel)
+        if recipients:
+            try:
+                channel_disabled_email(channel=channel, recipients=recipients, reason=reason)
+            except Exception as exc:  # the channel stays disabled; the page says so
+                logger.warning("could not tell the owners of channel %s: %s", channel.pk, exc)
+
+
+def _finish(
+    notification: Notification,
+    attempt: DeliveryAttempt,
+    *,
+    outcome: str,
+    started: float,
+    http_status: int | None,
+    excerpt: str,
+    error: str,
+    now: datetime,
+) -> float | None:
+    attempt.outcome = outcome
+    attempt.http_status = http_status
+    attempt.latency_ms = round((time.monotonic() - started) * 1000, 3)
+    attempt.error = error[:ERROR_CHARS]
+    attempt.response_excerpt = excerpt[:EXCERPT_CHARS]
+    attempt.save(
+        update_fields=["outcome", "http_status", "latency_ms", "error", "response_excerpt"]
+    )
+    retry_in: float | None = None
+    fields: dict[str, object] = {"lease_until": None, "last_error": error[:ERROR_CHARS]}
+    if outcome == AttemptOutcome.SUCCESS:
+        fields.update(status=NotificationStatus.DELIVERED, finished_at=now)
+    elif outcome == AttemptOutcome.RETRY and notification.attempts < MAX_ATTEMPTS:
+        retry_in = retry_delay(notification.attempts)
+        fields["next_attempt_at"] = now + timedelta(seconds=retry_in)
+    else:
+        fields.update(status=NotificationStatus.FAILED, finished_at=now)
+    # Only while it is still ours: a channel disabled meanwhile cancelled it.
+    Notification.objects.filter(pk=notification.pk, status=NotificationStatus.PENDING).update(
+        **fields
+    )
+    return retry_in
+
+
+def notification_deliver(*, notification_id: int, now: datetime | None = None) -> DeliveryResult:
+    """One attempt at sending the notification, if it is due and nobody else is at it."""
+    now = now or timezone.now()
+    if not _claim(notification_id, now):
+        return DeliveryResult(notification_id)
+    notification = Notification.objects.select_related("channel__team").get(pk=notification_id)
+    channel = notification.channel
+    if not channel.is_enabled:
+        Notification.objects.filter(pk=notification.pk).update(
+            status=NotificationStatus.CANCELLED,
+            finished_at=now,
+            lease_until=None,
+            last_error="The channel is disabled.",
+        )
+        return DeliveryResult(notification_id, outcome="cancelled")
+    with transaction.atomic():
+        attempt = DeliveryAttempt.objects.create(
+            notification=notification, number=notification.attempts, started_at=now
+        )
+    started = time.monotonic()
+    http_status, excerpt, error = None, "", ""
+    failure: TransportError | None = None
+    try:
+        delivered: Delivered = transport_for(channel).notify(
+            channel=channel, notification=notification, timestamp=int(time.time())
+        )
+        outcome, http_status = AttemptOutcome.SUCCESS, delivered.http_status
+        excerpt = delivered.excerpt
+    except TransportError as exc:
+        outcome = AttemptOutcome.PERMANENT if exc.permanent else AttemptOutcome.RETRY
+        http_status, excerpt, error = exc.http_status, exc.excerpt, str(exc)
+        failure = exc
+    except Exception as exc:
+        # A bug of ours or a library's, for this one channel: logged, retried, isolated.
+        logger.exception("delivery %s through channel %s raised", notification.pk, channel.pk)
+        outcome, error = AttemptOutcome.RETRY, f"{type(exc).__name__}: {exc}"
+    retry_in = _finish(
+        notification,
+        attempt,
+        outcome=outcome,
+        started=started,
+        http_status=http_status,
+        excerpt=excerpt,
+        error=error,
+        now=now + timedelta(seconds=time.monotonic() - started),
+    )
+    # After the notification's own row: disabling the channel cancels what still waits.
+    if outcome == AttemptOutcome.SUCCESS and channel.consecutive_failures:
+        Channel.objects.filter(pk=channel.pk).update(consecutive_failures=0)
+    elif outcome == AttemptOutcome.PERMANENT and failure is not None:
+        _channel_failed(channel, failure)
+    return DeliveryResult(notification_id, sent=True, outcome=outcome, retry_in_s=retry_in)
+
+
+def notifications_due(
+    *, now: datetime | None = None, grace_s: float = 0, limit: int = 500
+) -> list[int]:
+    """Pending notifications due for ``grace_s`` seconds at least, that nobody holds."""
+    now = now or timezone.now()
+    return list(
+        Notification.objects.filter(
+            Q(lease_until__isnull=True) | Q(lease_until__lt=now),
+            status=NotificationStatus.PENDING,
+            next_attempt_at__lte=now - timedelta(seconds=grace_s),
+        )
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )

@@ -1,0 +1,111 @@
+"""The alert history: incidents, firing first, and one incident with its deliveries."""
+
+from dataclasses import dataclass
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.http import HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from apps.alerts.access import incident_for_user
+from apps.alerts.models import Incident, NotificationStatus
+from apps.alerts.selectors.history import (
+    channels_for_team,
+    incident_notifications,
+    incidents_for_team,
+    rules_for_team,
+)
+from apps.alerts.views.labels import incident_scope_words
+from apps.core.htmx import HtmxHttpRequest, render_page
+from apps.pipelines.selectors import pipelines_for_team
+from apps.teams.access import membership_for_user
+from apps.teams.current_team import current_team_remember
+
+INCIDENTS = "alerts/incidents.html"
+INCIDENT = "alerts/incident.html"
+PAGE_SIZE = 50
+STATUSES = ("firing", "resolved")
+
+
+@dataclass(frozen=True)
+class IncidentRow:
+    incident: Incident
+    scope: str
+
+
+def _count(status: str) -> Count:
+    return Count("notifications", filter=Q(notifications__status=status))
+
+
+def with_delivery_counts(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
+    """Each incident with its notifications counted, in all and by state."""
+    return incidents.annotate(
+        notification_count=Count("notifications"),
+        delivered_count=_count(NotificationStatus.DELIVERED),
+        pending_count=_count(NotificationStatus.PENDING),
+        failed_count=_count(NotificationStatus.FAILED),
+        cancelled_count=_count(NotificationStatus.CANCELLED),
+    )
+
+
+def _firing_first(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
+    return incidents.annotate(
+        resolved_rank=Case(
+            When(resolved_at__isnull=True, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        )
+    ).order_by("resolved_rank", "-started_at", "-id")
+
+
+@login_required
+@require_GET
+def incident_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    membership = membership_for_user(user=request.user, team_slug=team_slug)
+    current_team_remember(request, membership.team)
+    status = request.GET.get("status", "")
+    status = status if status in STATUSES else ""
+    pipeline_slug = request.GET.get("pipeline", "")[:50]
+    incidents = incidents_for_team(
+        team=membership.team, status=status or None, pipeline_slug=pipeline_slug or None
+    )
+    page = Paginator(_firing_first(with_delivery_counts(incidents)), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    filters = request.GET.copy()
+    filters.pop("page", None)
+    context = {
+        "team": membership.team,
+        "can_write": membership.can_write,
+        "page": page,
+        "rows": [IncidentRow(i, incident_scope_words(i)) for i in page],
+        "pipelines": list(pipelines_for_team(team=membership.team)),
+        "status": status,
+        "pipeline_slug": pipeline_slug,
+        "filter_query": filters.urlencode(),
+        "filtered": bool(status or pipeline_slug),
+        "has_rules": rules_for_team(team=membership.team).exists(),
+        "has_channels": channels_for_team(team=membership.team).exists(),
+        "now": timezone.now(),
+    }
+    return render_page(request, INCIDENTS, context, partial="results")
+
+
+@login_required
+@require_GET
+def incident_detail(request: HtmxHttpRequest, team_slug: str, incident_id: int) -> HttpResponse:
+    membership, incident = incident_for_user(
+        user=request.user, team_slug=team_slug, incident_id=incident_id
+    )
+    current_team_remember(request, membership.team)
+    context = {
+        "team": membership.team,
+        "incident": incident,
+        "scope_words": incident_scope_words(incident),
+        "facts": incident.facts,
+        "notifications": incident_notifications(incident=incident),
+        "now": timezone.now(),
+    }
+    return render_page(request, INCIDENT, context)

@@ -1,0 +1,273 @@
+"""The SSRF guard: internal addresses are refused before any connection, unless allowed."""
+
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from ipaddress import ip_address
+from pathlib import Path
+
+import pytest
+from pytest_django import Settings
+
+from apps.alerts.models import ChannelKind
+from apps.alerts.services.channels import channel_create
+from apps.alerts.transports.addresses import address_class
+from apps.alerts.transports.base import TransportError
+from apps.alerts.transports.guarded_http import RequestFailed, RequestRefused, guarded_post
+from apps.alerts.transports.webhook import WebhookTransport
+from tests.alerts.delivery_data import notification_for
+from tests.alerts.receivers import HttpReceiver
+from tests.conftest import TeamWorld
+
+REFUSED_HOSTS = [
+    "127.0.0.1",
+    "localhost",
+    "10.0.0.1",
+    "192.168.1.1",
+    "169.254.169.254",
+    "[::1]",
+    "[::ffff:127.0.0.1]",
+    "100.64.0.1",
+    "0.0.0.0",  # noqa: S104 - a target refused, not an address bound
+]
+
+
+def _post(url: str) -> None:
+    guarded_post(url, body=b"{}", headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.8.9.10", "loopback"),
+        ("10.0.0.5", "private"),
+        ("172.16.3.4", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("100.64.0.1", "shared (carrier-grade NAT)"),
+        ("0.0.0.0", "unspecified"),  # noqa: S104 - classed, not bound
+        ("224.0.0.251", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("255.255.255.255", "reserved"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
+        ("fe80::1", "link-local"),
+        ("fd12:3456::1", "unique local"),
+        ("fec0::1", "site-local"),
+        ("ff02::1", "multicast"),
+        ("::ffff:127.0.0.1", "IPv4-mapped loopback"),
+        ("::ffff:10.1.2.3", "IPv4-mapped private"),
+        ("::ffff:169.254.169.254", "IPv4-mapped link-local"),
+        ("2002:7f00:1::1", "6to4 loopback"),
+        ("2002:a9fe:a9fe::1", "6to4 link-local"),
+        ("64:ff9b::a00:1", "NAT64 private"),
+        ("64:ff9b::7f00:1", "NAT64 loopback"),
+        ("2001:db8::1", "private"),
+    ],
+)
+def test_internal_addresses_are_classed(address: str, expected: str) -> None:
+    assert address_class(ip_address(address)) == expected
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2606:4700:4700::1111",
+        "::ffff:8.8.8.8",
+        "2002:808:808::1",
+        "64:ff9b::808:808",
+    ],
+)
+def test_public_addresses_pass(address: str) -> None:
+    assert address_class(ip_address(address)) is None
+
+
+@pytest.mark.parametrize("host", REFUSED_HOSTS)
+def test_internal_hosts_are_refused_and_nothing_reaches_the_receiver(
+    http_receiver: HttpReceiver, host: str
+) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        _post(http_receiver.url(host=host))
+    assert "refused:" in str(refused.value)
+    assert "WEBHOOK_ALLOW_PRIVATE_IPS" in str(refused.value)
+    assert http_receiver.connections == 0
+    assert http_receiver.requests == []
+
+
+def test_the_refusal_names_the_host_the_address_and_its_class(http_receiver: HttpReceiver) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        _post(http_receiver.url(host="localhost"))
+    assert str(refused.value).startswith(
+        "refused: localhost resolves to 127.0.0.1, a loopback address; "
+        "set WEBHOOK_ALLOW_PRIVATE_IPS or add the host to WEBHOOK_ALLOWED_HOSTS"
+    )
+    with pytest.raises(RequestRefused, match=r"169\.254\.169\.254 is a link-local address"):
+        _post("http://169.254.169.254/latest/meta-data/")
+    with pytest.raises(RequestRefused, match=r"an IPv4-mapped loopback address"):
+        _post(http_receiver.url(host="[::ffff:127.0.0.1]"))
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "0.0.0.0"],  # noqa: S104 - targets
+)
+def test_allow_private_ips_lets_internal_hosts_through(
+    http_receiver: HttpReceiver, settings: Settings, host: str
+) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_IPS = True
+    answer = guarded_post(http_receiver.url(host=host), body=b"{}", headers={})
+    assert answer.status == 200
+    assert len(http_receiver.requests) == 1
+
+
+def test_allow_private_ips_lets_ipv6_loopback_through(
+    http_receiver_v6: HttpReceiver, settings: Settings
+) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_IPS = True
+    answer = guarded_post(http_receiver_v6.url(), body=b"{}", headers={})
+    assert (answer.status, answer.address) == (200, "::1")
+
+
+def test_an_allowed_host_is_let_through_and_only_that_host(
+    http_receiver: HttpReceiver, settings: Settings
+) -> None:
+    settings.WEBHOOK_ALLOWED_HOSTS = ["localhost"]
+    answer = guarded_post(http_receiver.url(host="localhost"), body=b"{}", headers={})
+    assert (answer.status, answer.address) == (200, "127.0.0.1")
+    # The socket went to the address that was checked; the Host header kept the name.
+    assert http_receiver.requests[0].headers["host"] == f"localhost:{http_receiver.port}"
+    with pytest.raises(RequestRefused):
+        _post(http_receiver.url(host="127.0.0.1"))
+    assert len(http_receiver.requests) == 1
+
+
+def test_an_allowed_ipv6_literal_matches_without_brackets(
+    http_receiver_v6: HttpReceiver, settings: Settings
+) -> None:
+    settings.WEBHOOK_ALLOWED_HOSTS = ["[::1]"]
+    assert guarded_post(http_receiver_v6.url(), body=b"{}", headers={}).status == 200
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/hook",
+        "file:///etc/passwd",
+        "gopher://example.com:70/",
+        "example.com/hook",
+    ],
+)
+def test_only_http_and_https_are_allowed(url: str) -> None:
+    with pytest.raises(RequestRefused, match="only http and https"):
+        _post(url)
+
+
+def test_an_unknown_host_is_a_failure_worth_retrying() -> None:
+    with pytest.raises(RequestFailed, match="could not resolve"):
+        _post("http://no-such-host.invalid/hook")
+
+
+def test_the_transport_refuses_permanently(world: TeamWorld, http_receiver: HttpReceiver) -> None:
+    channel = channel_create(
+        team=world.team, slug="internal", kind=ChannelKind.WEBHOOK, url=http_receiver.url()
+    )
+    with pytest.raises(TransportError) as failed:
+        WebhookTransport().notify(
+            channel=channel, notification=notification_for(channel), timestamp=1700000000
+        )
+    assert failed.value.permanent
+    assert "127.0.0.1 is a loopback address" in str(failed.value)
+    assert http_receiver.connections == 0
+
+
+def test_the_transport_refuses_another_scheme_permanently(world: TeamWorld) -> None:
+    channel = channel_create(
+        team=world.team, slug="hook", kind=ChannelKind.WEBHOOK, url="https://hooks.example.com/x"
+    )
+    # A URL that got past the form some other way (an older row, the database).
+    type(channel).objects.filter(pk=channel.pk).update(url="file:///etc/passwd")
+    channel.refresh_from_db()
+    with pytest.raises(TransportError) as failed:
+        WebhookTransport().notify(
+            channel=channel, notification=notification_for(channel), timestamp=1700000000
+        )
+    assert failed.value.permanent
+
+
+# --- TLS: the hostname is used for SNI and the certificate, the checked address for the socket
+
+
+def _certificate(directory: Path, name: str) -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+            "-addext", f"subjectAltName=DNS:{name}",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    directory = tmp_path_factory.mktemp("tls")
+    return {name: _certificate(directory, name) for name in ("localhost", "elsewhere.example")}
+
+
+def _tls_receiver(cert: Path, key: Path) -> HttpReceiver:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return HttpReceiver(tls=context).start()
+
+
+@pytest.fixture
+def https_receiver(certificates: dict[str, tuple[Path, Path]]) -> Iterator[HttpReceiver]:
+    receiver = _tls_receiver(*certificates["localhost"])
+    yield receiver
+    receiver.stop()
+
+
+def test_https_uses_the_hostname_for_sni_and_the_certificate(
+    https_receiver: HttpReceiver,
+    certificates: dict[str, tuple[Path, Path]],
+    allow_loopback: None,
+) -> None:
+    ca = str(certificates["localhost"][0])
+    answer = guarded_post(https_receiver.url(host="localhost"), body=b"{}", headers={}, ca_certs=ca)
+    assert (answer.status, answer.address) == (200, "127.0.0.1")
+    assert https_receiver.server_names == ["localhost"]
+    assert https_receiver.requests[0].headers["host"] == f"localhost:{https_receiver.port}"
+
+
+def test_https_refuses_a_certificate_for_another_name(
+    certificates: dict[str, tuple[Path, Path]], allow_loopback: None
+) -> None:
+    receiver = _tls_receiver(*certificates["elsewhere.example"])
+    try:
+        with pytest.raises(RequestFailed, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
+            guarded_post(
+                receiver.url(host="localhost"),
+                body=b"{}",
+                headers={},
+                ca_certs=str(certificates["elsewhere.example"][0]),
+            )
+        assert receiver.requests == []
+    finally:
+        receiver.stop()
+
+
+def test_https_without_a_trusted_certificate_fails(
+    https_receiver: HttpReceiver, allow_loopback: None
+) -> None:
+    with pytest.raises(RequestFailed):
+        guarded_post(https_receiver.url(host="localhost"), body=b"{}", headers={})
+    assert https_receiver.requests == []
