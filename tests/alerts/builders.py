@@ -1,16 +1,15 @@
 """Hand-made violations, channels and rules for the alert tests, with known times."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from apps.alerts.models import AlertRule, Channel, ChannelKind
 from apps.alerts.services.channels import channel_create
 from apps.alerts.services.rules import alert_rule_create
-from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import RollupBucket, Violation
+from apps.rollups.models import Violation
 from apps.teams.models import Team
-from tests.rollups.evaluation_data import T0, put_bucket
+from tests.rollups.evaluation_data import T0, put_requests
 
 NOW = T0 + timedelta(days=3)
 
@@ -81,17 +80,5 @@ def close(violation: Violation, *, at: datetime) -> None:
 
 
 def requests(pipeline: Pipeline, ago: timedelta, *, total: int, good: int) -> None:
-    """``total`` end-to-end values, ``good`` of them within the objective, in the 10 s
-    bucket ``ago`` before NOW, written at every resolution as the rollups keep them."""
-    moment = int((NOW - ago).timestamp())
-    for resolution in RESOLUTIONS:
-        start = datetime.fromtimestamp(moment - moment % resolution, tz=UTC)
-        bucket = RollupBucket.objects.filter(
-            pipeline_id=pipeline.pk, stage_id=0, resolution=resolution, bucket_start=start
-        ).first()
-        if bucket is None:
-            put_bucket(pipeline, None, start, [100.0] * total, resolution=resolution, good=good)
-        else:
-            bucket.count += total
-            bucket.good_count += good
-            bucket.save()
+    """``total`` requests, ``good`` of them within the objective, ``ago`` before NOW."""
+    put_requests(pipeline, NOW - ago, total=total, good=good)

@@ -4,6 +4,8 @@ Each attempt is run by hand with a ``now`` past the retry's time, as the worker'
 task and its sweep would run it; the receivers are real HTTP and SMTP servers.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -24,11 +26,24 @@ from apps.alerts.services.evaluation import alerts_evaluate
 from apps.alerts.services.notifications import notification_test_send
 from apps.pipelines.models import Pipeline
 from tests.alerts.builders import NOW, email_channel, rule, violation, webhook_channel
-from tests.alerts.scripted_receiver import scripted_receiver
+from tests.alerts.receivers import HttpReceiver, Reply
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline
 
 LOOPBACK = override_settings(WEBHOOK_ALLOW_PRIVATE_IPS=True)
+
+
+@contextmanager
+def receiving(*replies: Reply) -> Iterator[HttpReceiver]:
+    """A receiver answering ``replies`` in turn, the last one from then on."""
+    receiver = HttpReceiver().start()
+    receiver.script(*replies, *[replies[-1]] * 20)
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
 LATER = timedelta(days=1)  # past any retry's time
 
 
@@ -48,7 +63,8 @@ def fired(pipeline: Pipeline, *channels: Channel) -> list[Notification]:
 def test_a_receiver_failing_twice_gets_three_attempts_logged_and_one_alert(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
-    with scripted_receiver(500, 503, 200) as (url, script):
+    with receiving(Reply(500, b'{"error": "busy"}'), Reply(503), Reply(200)) as script:
+        url = script.url()
         hook = webhook_channel(world.team, url=url)
         (notification,) = fired(pipeline, hook)
         results = [notification_deliver(notification_id=notification.pk, now=NOW)]
@@ -66,27 +82,28 @@ def test_a_receiver_failing_twice_gets_three_attempts_logged_and_one_alert(
         (3, AttemptOutcome.SUCCESS, 200),
     ]
     assert all(a.latency_ms is not None and a.latency_ms >= 0 for a in attempts)
-    assert attempts[0].response_excerpt == '{"status": 500}'
+    assert attempts[0].response_excerpt == '{"error": "busy"}'
     notification.refresh_from_db()
     assert notification.status == NotificationStatus.DELIVERED
     # One message, sent three times under one id, and signed each time.
-    ids = {r.headers["webhook-id"] for r in script.received}
+    ids = {r.headers["webhook-id"] for r in script.requests}
     assert ids == {notification.message_id}
-    assert len(script.received) == 3
+    assert len(script.requests) == 3
     verifier = Webhook(hook.secret)
-    for request in script.received:
+    for request in script.requests:
         assert verifier.verify(request.body, request.headers)["type"] == "alert.firing"
 
 
 @LOOPBACK
 def test_the_delivery_task_run_twice_sends_once(world: TeamWorld, pipeline: Pipeline) -> None:
-    with scripted_receiver(204) as (url, script):
+    with receiving(Reply(204)) as script:
+        url = script.url()
         (notification,) = fired(pipeline, webhook_channel(world.team, url=url))
         first = notification_deliver(notification_id=notification.pk)
         second = notification_deliver(notification_id=notification.pk)
 
     assert (first.sent, second.sent) == (True, False)
-    assert len(script.received) == 1
+    assert len(script.requests) == 1
     assert notification.delivery_attempts.count() == 1
 
 
@@ -94,7 +111,8 @@ def test_the_delivery_task_run_twice_sends_once(world: TeamWorld, pipeline: Pipe
 def test_a_410_disables_the_channel_and_tells_the_owners(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
-    with scripted_receiver(410) as (url, _):
+    with receiving(Reply(410)) as _receiver:
+        url = _receiver.url()
         hook = webhook_channel(world.team, url=url)
         (notification,) = fired(pipeline, hook)
         result = notification_deliver(notification_id=notification.pk)
@@ -116,7 +134,8 @@ def test_a_410_disables_the_channel_and_tells_the_owners(
 def test_permanent_failures_in_a_row_disable_the_channel_at_the_limit(
     world: TeamWorld, pipeline: Pipeline, settings: object
 ) -> None:
-    with scripted_receiver(404) as (url, script):
+    with receiving(Reply(404)) as script:
+        url = script.url()
         hook = webhook_channel(world.team, url=url)
         tests_sent, outcomes = [], []
         for _ in range(4):
@@ -126,7 +145,7 @@ def test_permanent_failures_in_a_row_disable_the_channel_at_the_limit(
     hook.refresh_from_db()
     # Three failures disable it; the fourth test waits for nothing and is cancelled.
     assert outcomes == ["permanent", "permanent", "permanent", "cancelled"]
-    assert len(script.received) == 3
+    assert len(script.requests) == 3
     assert not hook.is_enabled
     assert "3 deliveries in a row" in hook.disabled_reason
     assert Notification.objects.get(pk=tests_sent[3].pk).status == NotificationStatus.CANCELLED
@@ -137,7 +156,8 @@ def test_permanent_failures_in_a_row_disable_the_channel_at_the_limit(
 def test_a_success_between_failures_starts_the_count_again(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
-    with scripted_receiver(404, 404, 204, 404, 404) as (url, _):
+    with receiving(Reply(404), Reply(404), Reply(204), Reply(404), Reply(404)) as _receiver:
+        url = _receiver.url()
         hook = webhook_channel(world.team, url=url)
         for minute in range(5):
             notification = notification_test_send(
@@ -153,12 +173,13 @@ def test_a_success_between_failures_starts_the_count_again(
 def test_a_private_target_is_refused_without_the_allow_setting(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
-    with scripted_receiver(204) as (url, script):
+    with receiving(Reply(204)) as script:
+        url = script.url()
         (notification,) = fired(pipeline, webhook_channel(world.team, url=url))
         result = notification_deliver(notification_id=notification.pk)
 
     assert result.outcome == AttemptOutcome.PERMANENT
-    assert script.received == []
+    assert script.requests == []
     attempt = notification.delivery_attempts.get()
     assert "127.0.0.1" in attempt.error
     assert "WEBHOOK_ALLOW_PRIVATE_IPS" in attempt.error
@@ -169,14 +190,15 @@ def test_a_receiver_that_never_recovers_is_given_up_after_about_an_hour(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
     assert 3000 <= sum(RETRY_DELAYS_S) <= 4500
-    with scripted_receiver(503) as (url, script):
+    with receiving(Reply(503)) as script:
+        url = script.url()
         (notification,) = fired(pipeline, webhook_channel(world.team, url=url))
         for n in range(MAX_ATTEMPTS + 2):
             notification_deliver(notification_id=notification.pk, now=NOW + LATER * n)
 
     notification.refresh_from_db()
     assert notification.status == NotificationStatus.FAILED
-    assert notification.attempts == MAX_ATTEMPTS == len(script.received)
+    assert notification.attempts == MAX_ATTEMPTS == len(script.requests)
 
 
 @LOOPBACK
@@ -184,7 +206,8 @@ def test_a_channel_whose_delivery_raises_holds_back_no_other_channel_or_team(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
     theirs = make_pipeline(world.other_team, "search", budget={"p95": 800})
-    with scripted_receiver(204) as (url, script):
+    with receiving(Reply(204)) as script:
+        url = script.url()
         broken = webhook_channel(world.team, "broken", url=url)
         sound = webhook_channel(world.team, "sound", url=url)
         other_team = webhook_channel(world.other_team, "theirs", url=url)
@@ -201,7 +224,7 @@ def test_a_channel_whose_delivery_raises_holds_back_no_other_channel_or_team(
         }
 
     assert results == {"broken": "retry", "sound": "success", "theirs": "success"}
-    assert len(script.received) == 2
+    assert len(script.requests) == 2
     failed = Notification.objects.get(channel=broken).delivery_attempts.get()
     assert "KeyError" in failed.error
 

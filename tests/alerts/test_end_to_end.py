@@ -7,17 +7,11 @@ a real SMTP server (aiosmtpd).
 """
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from email import message_from_bytes, policy
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,37 +21,12 @@ from standardwebhooks.webhooks import Webhook
 
 from apps.alerts.models import Incident, Notification, NotificationStatus, Resolution
 from tests.alerts.builders import email_channel, rule, webhook_channel
-from tests.alerts.scripted_receiver import scripted_receiver
+from tests.alerts.receivers import HttpReceiver, SmtpReceiver
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.endpoint_helpers import ingest_token
 from tests.processes import celery_worker, wait_for
 from tests.timing import MS
-
-
-class _Inbox:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.lock = threading.Lock()
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        with self.lock:
-            self.messages.append(message_from_bytes(envelope.content, policy=policy.default))
-        return "250 OK"
-
-
-@pytest.fixture
-def smtp_inbox() -> Iterator[tuple[int, _Inbox]]:
-    inbox = _Inbox()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield port, inbox
-    finally:
-        controller.stop()
 
 
 def requests(provider: TracerProvider, count: int, retrieval_ms: int) -> None:
@@ -80,9 +49,8 @@ def events(received: list[Any]) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_stage_over_budget_fires_once_by_webhook_and_email_and_resolves_once(
-    live_server: Any, world: TeamWorld, tmp_path: Path, smtp_inbox: tuple[int, _Inbox]
+    live_server: Any, world: TeamWorld, tmp_path: Path
 ) -> None:
-    smtp_port, inbox = smtp_inbox
     pipeline = make_pipeline(
         world.team, "rag-chat", match_root_span="POST /chat",
         evaluation_window_s=60, min_samples=5, close_after=1,
@@ -95,21 +63,22 @@ def test_a_stage_over_budget_fires_once_by_webhook_and_email_and_resolves_once(
     )
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
     log = tmp_path / "worker.log"
-    env = {"WEBHOOK_ALLOW_PRIVATE_IPS": "true", "EMAIL_URL": f"smtp://127.0.0.1:{smtp_port}"}
+    script, inbox = HttpReceiver().start(), SmtpReceiver().start()
+    env = {"WEBHOOK_ALLOW_PRIVATE_IPS": "true", "EMAIL_URL": f"smtp://127.0.0.1:{inbox.port}"}
 
-    with scripted_receiver(204) as (url, script), celery_worker(log, beat=True, env=env):
-        hook = webhook_channel(world.team, url=url)
+    with celery_worker(log, beat=True, env=env):
+        hook = webhook_channel(world.team, url=script.url())
         mailbox = email_channel(world.team, email_to=["oncall@acme.example.com"])
         rule(pipeline, [hook, mailbox], scope="any_stage")
         requests(provider, 10, retrieval_ms=100)
         requests(provider, 20, retrieval_ms=600)
         assert provider.force_flush(timeout_millis=10_000)
-        fired = wait_for(lambda: len(script.received) >= 1, timeout=90, interval=0.5)
+        fired = wait_for(lambda: len(script.requests) >= 1, timeout=90, interval=0.5)
         assert fired, f"no webhook; the worker's log:\n{log.read_text()[-4000:]}"
         # Recovery: fast traffic until the slow traces have left the 60 s window.
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and not (
-            len(script.received) >= 2 and len(inbox.messages) >= 2
+            len(script.requests) >= 2 and len(inbox.messages) >= 2
         ):
             requests(provider, 4, retrieval_ms=100)
             provider.force_flush(timeout_millis=5_000)
@@ -117,10 +86,12 @@ def test_a_stage_over_budget_fires_once_by_webhook_and_email_and_resolves_once(
         # Anything sent twice would arrive within a few more seconds.
         time.sleep(6)
     provider.shutdown()
+    script.stop()
+    inbox.stop()
 
-    assert events(script.received) == ["alert.firing", "alert.resolved"], log.read_text()[-4000:]
+    assert events(script.requests) == ["alert.firing", "alert.resolved"], log.read_text()[-4000:]
     verifier = Webhook(hook.secret)
-    firing, resolved = (verifier.verify(r.body, r.headers) for r in script.received)
+    firing, resolved = (verifier.verify(r.body, r.headers) for r in script.requests)
     assert firing["stage"]["slug"] == "retrieval"
     assert firing["percentile"] == "p95"
     assert firing["observed_ms"] > 350
@@ -128,11 +99,11 @@ def test_a_stage_over_budget_fires_once_by_webhook_and_email_and_resolves_once(
     assert firing["top_stages"][0]["slug"] == "retrieval"
     assert len(firing["example_trace_ids"]) >= 1
     assert resolved["incident"]["id"] == firing["incident"]["id"]
-    subjects = [str(m["Subject"]).strip() for m in inbox.messages]
+    subjects = [m.subject for m in inbox.messages]
     assert len(subjects) == 2
     assert subjects[0].startswith("[WARNING] rag-chat · stage retrieval p95")
     assert subjects[1].startswith("[RESOLVED] rag-chat")
-    assert all(str(m["To"]) == "oncall@acme.example.com" for m in inbox.messages)
+    assert all(m.rcpt_tos == ["oncall@acme.example.com"] for m in inbox.messages)
     incident = Incident.objects.get()
     assert incident.resolution == Resolution.RECOVERED
     assert set(Notification.objects.values_list("status", flat=True)) == {

@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from apps.analysis.models import StageSample
+from apps.core.time import RESOLUTIONS
 from apps.ingest.models import Trace, TraceState
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
@@ -55,6 +56,23 @@ def put_bucket(
         max_ns=round(float(values.max()) * MS) if len(values) else 0,
         sketch=sketch.to_bytes(),
     )
+
+
+def put_requests(pipeline: Pipeline, moment: datetime, *, total: int, good: int) -> None:
+    """``total`` end-to-end values, ``good`` of them within the objective, in the 10 s
+    bucket holding ``moment``, added at every resolution as the rollups keep them."""
+    epoch = int(moment.timestamp())
+    for resolution in RESOLUTIONS:
+        start = datetime.fromtimestamp(epoch - epoch % resolution, tz=UTC)
+        bucket = RollupBucket.objects.filter(
+            pipeline_id=pipeline.pk, stage_id=0, resolution=resolution, bucket_start=start
+        ).first()
+        if bucket is None:
+            put_bucket(pipeline, None, start, [100.0] * total, resolution=resolution, good=good)
+        else:
+            bucket.count += total
+            bucket.good_count += good
+            bucket.save()
 
 
 def make_trace(

@@ -1,6 +1,6 @@
 """Objectives: error budget over 30 days and burn rates, from good/total counts of e2e rollups."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from itertools import pairwise
 
@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.core.time import RESOLUTIONS
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import RollupBucket
 from apps.rollups.selectors.objectives import (
     OLDER_RESOLUTIONS,
     RECENT_RESOLUTIONS,
@@ -19,25 +17,14 @@ from apps.rollups.selectors.objectives import (
 from apps.rollups.selectors.windows import tile_runs
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline
-from tests.rollups.evaluation_data import T0, put_bucket
+from tests.rollups.evaluation_data import T0, put_bucket, put_requests
 
 NOW = T0 + timedelta(days=40, hours=12, seconds=5)
 
 
 def burst(pipeline: Pipeline, ago: timedelta, *, total: int, good: int) -> None:
     """Traffic in one 10 s bucket, written at every resolution as the rollups keep it."""
-    moment = int((NOW - ago).timestamp())
-    for resolution in RESOLUTIONS:
-        start = datetime.fromtimestamp(moment - moment % resolution, tz=UTC)
-        bucket = RollupBucket.objects.filter(
-            pipeline_id=pipeline.pk, stage_id=0, resolution=resolution, bucket_start=start
-        ).first()
-        if bucket is None:
-            put_bucket(pipeline, None, start, [100.0] * total, resolution=resolution, good=good)
-        else:
-            bucket.count += total
-            bucket.good_count += good
-            bucket.save()
+    put_requests(pipeline, NOW - ago, total=total, good=good)
 
 
 @pytest.fixture
