@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from apps.alerts.models import (
@@ -56,13 +56,21 @@ def retry_delay(attempt: int) -> float:
     return base * random.uniform(1 - JITTER, 1 + JITTER)
 
 
-def _claim(notification_id: int, now: datetime) -> bool:
-    claimed = Notification.objects.filter(
+def _unheld_due(*, now: datetime, due_by: datetime) -> QuerySet[Notification]:
+    """Pending notifications due by ``due_by`` whose lease, if any, ended before ``now``."""
+    return Notification.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-        pk=notification_id,
         status=NotificationStatus.PENDING,
-        next_attempt_at__lte=now,
-    ).update(lease_until=now + LEASE, attempts=F("attempts") + 1)
+        next_attempt_at__lte=due_by,
+    )
+
+
+def _claim(notification_id: int, now: datetime) -> bool:
+    claimed = (
+        _unheld_due(now=now, due_by=now)
+        .filter(pk=notification_id)
+        .update(lease_until=now + LEASE, attempts=F("attempts") + 1)
+    )
     return claimed == 1
 
 
@@ -191,11 +199,7 @@ def notifications_due(
     """Pending notifications due for ``grace_s`` seconds at least, that nobody holds."""
     now = now or timezone.now()
     return list(
-        Notification.objects.filter(
-            Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-            status=NotificationStatus.PENDING,
-            next_attempt_at__lte=now - timedelta(seconds=grace_s),
-        )
+        _unheld_due(now=now, due_by=now - timedelta(seconds=grace_s))
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:limit]
     )

@@ -103,7 +103,11 @@ RULE_FIELDS = (
     "no_data", "no_data_after_s", "enabled",
 )  # fmt: skip
 # A change of any of these makes the rule watch something else: what it fired for is over.
-_WATCHED = ("pipeline", "scope", "stage", "condition")
+_WATCHED = ("pipeline_id", "scope", "stage_id", "condition")
+
+
+def _watched(rule: AlertRule) -> tuple[object, ...]:
+    return tuple(getattr(rule, name) for name in _WATCHED)
 
 
 def alert_rule_update(
@@ -114,20 +118,14 @@ def alert_rule_update(
     unknown = set(fields) - set(RULE_FIELDS)
     if unknown:
         raise TypeError(f"Unknown alert rule fields: {', '.join(sorted(unknown))}")
-    before = {
-        name: getattr(rule, f"{name}_id" if name in ("pipeline", "stage") else name)
-        for name in _WATCHED
-    }
+    before = _watched(rule)
     for name, value in fields.items():
         setattr(rule, name, value)
     if "burn_windows" in fields and fields["burn_windows"] is None:
         rule.burn_windows = []
     kept = list(rule.channels.all()) if channels is None else list(channels)
     _clean(rule, kept)
-    after = {
-        name: getattr(rule, f"{name}_id" if name in ("pipeline", "stage") else name)
-        for name in _WATCHED
-    }
+    after = _watched(rule)
     with transaction.atomic():
         rule.save()
         if channels is not None:
