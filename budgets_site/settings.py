@@ -5,6 +5,7 @@ With nothing set the app runs on an embedded default: a private PostgreSQL serve
 broker that needs no server, both under ``var/``.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "apps.core",
     "apps.teams",
     "apps.pipelines",
@@ -79,6 +81,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a refused sign-in into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Content-Security-Policy: scripts only from our own static files (htmx from django-htmx,
@@ -163,6 +167,12 @@ else:
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# django-axes' backend first: it refuses a locked-out sign-in before any password is
+# checked. API tokens and sessions never pass through authenticate(), so it leaves them be.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -331,13 +341,38 @@ INGEST_MAX_BODY_BYTES = _int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024, l
 INGEST_MAX_DECOMPRESSED_BYTES = _int(
     "INGEST_MAX_DECOMPRESSED_BYTES", default=32 * 1024 * 1024, least=1
 )
-# Per ingest token, spans per second averaged over a few seconds; 0 turns the limit off.
+# What one span may hold (see apps/ingest/decoding/limits.py), in characters. Past the
+# name, attribute-count and size limits a span is rejected with its reason in
+# partial_success; longer values are truncated, extra events dropped, as the SDK does.
+INGEST_MAX_SPAN_NAME_LENGTH = _int("INGEST_MAX_SPAN_NAME_LENGTH", default=1024, least=1)
+INGEST_MAX_SPAN_ATTRIBUTES = _int("INGEST_MAX_SPAN_ATTRIBUTES", default=256, least=1)
+INGEST_MAX_ATTRIBUTE_KEY_LENGTH = _int("INGEST_MAX_ATTRIBUTE_KEY_LENGTH", default=256, least=1)
+INGEST_MAX_ATTRIBUTE_VALUE_LENGTH = _int(
+    "INGEST_MAX_ATTRIBUTE_VALUE_LENGTH", default=16_384, least=1
+)
+INGEST_MAX_SPAN_EVENTS = _int("INGEST_MAX_SPAN_EVENTS", default=128, least=0)
+INGEST_MAX_SPAN_SIZE = _int("INGEST_MAX_SPAN_SIZE", default=1024 * 1024, least=1)
+# A trace holding this many spans takes no more (they are counted on the trace); the
+# drain that fills it stores all of its own spans, so a trace ends at most one drain
+# (INGEST_DRAIN_MAX_SPANS) over.
+INGEST_MAX_SPANS_PER_TRACE = _int("INGEST_MAX_SPANS_PER_TRACE", default=10_000, least=1)
+# Per team, spans per second averaged over a few seconds, whatever the number of its
+# tokens; 0 turns the limit off.
 INGEST_RATE_LIMIT_SPANS = _int("INGEST_RATE_LIMIT_SPANS", default=50_000, least=0)
-# Accepted spans not yet stored; past this, clients are told to retry later (503); 0
-# turns the cap off.
+# Live (unrevoked) ingest tokens a team may hold; 0 turns the cap off.
+INGEST_TOKENS_PER_TEAM = _int("INGEST_TOKENS_PER_TEAM", default=20, least=0)
+# Accepted spans not yet stored. A team holding more than its cap is told to retry
+# later (503); past the total cap, so is every team holding more than an even share of
+# it. 0 turns a cap off.
 INGEST_MAX_BACKLOG_SPANS = _int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000, least=0)
+INGEST_MAX_BACKLOG_SPANS_PER_TEAM = _int(
+    "INGEST_MAX_BACKLOG_SPANS_PER_TEAM", default=500_000, least=0
+)
 # One ingest task stores up to this many spans from many coalesced requests.
 INGEST_DRAIN_MAX_SPANS = _int("INGEST_DRAIN_MAX_SPANS", default=20_000, least=1)
+# … and up to this many bytes of stored batches, so that its memory stays bounded
+# whatever the spans hold (a batch larger than this is drained alone).
+INGEST_DRAIN_MAX_BYTES = _int("INGEST_DRAIN_MAX_BYTES", default=64 * 1024 * 1024, least=1)
 # Drains running at once (each one claims different batches with SKIP LOCKED).
 INGEST_DRAIN_CONCURRENCY = _int("INGEST_DRAIN_CONCURRENCY", default=1, least=1)
 TRACE_IDLE_SECONDS = _seconds("TRACE_IDLE_SECONDS", default=10.0)
@@ -348,6 +383,13 @@ TRACE_MAX_WAIT_SECONDS = _seconds("TRACE_MAX_WAIT_SECONDS", default=300.0)
 # Isolation of the shared passes (see apps/core/quarantine.py): one trace's analysis
 # running past this is interrupted and the trace quarantined; 0 turns the budget off.
 TRACE_ANALYSIS_TIME_BUDGET_S = _seconds("TRACE_ANALYSIS_TIME_BUDGET_S", default=5.0)
+# An item whose passes died (the worker killed, out of memory) this many times is
+# quarantined; after a first death it is processed alone (apps/core/crash_guard.py).
+PASS_CRASH_STRIKES = _int("PASS_CRASH_STRIKES", default=2, least=1)
+# One analysis pass loads the spans of up to this many spans' and bytes' worth of traces
+# (a larger trace is analyzed alone).
+ANALYSIS_PASS_MAX_SPANS = _int("ANALYSIS_PASS_MAX_SPANS", default=50_000, least=1)
+ANALYSIS_PASS_MAX_BYTES = _int("ANALYSIS_PASS_MAX_BYTES", default=128 * 1024 * 1024, least=1)
 # Any one statement of a drain, finalization, rollup or evaluation pass; an item whose
 # statement runs past it is quarantined instead of holding the pass.
 PASS_STATEMENT_TIMEOUT_S = _at_least(
@@ -369,8 +411,40 @@ WEBHOOK_TIMEOUT_S = _at_least(
 )
 # At most this much of a receiver's answer is read; its start is kept with the attempt.
 WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, least=1024)
+# Deliveries of one team in flight at once; keep it below the alerts workers' concurrency,
+# so that one team's slow receivers never hold them all. 0 turns the share off.
+ALERT_DELIVERIES_PER_TEAM = _int("ALERT_DELIVERIES_PER_TEAM", default=1, least=0)
 # Permanent failures in a row after which a channel is disabled and the owners are told.
 ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
+
+# --- Accounts: sign-up, sign-in throttling, invitations (docs/accounts.md) ----------
+# Anyone may sign up unless this is off; production usually turns it off and invites.
+# A pending invitation's link opens sign-up for its invitee either way.
+ALLOW_SIGNUP = env.bool("ALLOW_SIGNUP", default=True)
+# Sign-up attempts per client address per hour; 0 turns the limit off.
+SIGNUP_RATE_PER_HOUR = _int("SIGNUP_RATE_PER_HOUR", default=10, least=0)
+# Reverse proxies in front that append to X-Forwarded-For: without the count, every
+# client behind them would share the proxy's address in the limits above and below.
+CLIENT_IP_PROXY_COUNT = _int("CLIENT_IP_PROXY_COUNT", default=0, least=0)
+# Failed sign-ins in a row for one username from one address before both are locked
+# out together for the cool-off (the same username from elsewhere still may sign in).
+LOGIN_FAILURE_LIMIT = _int("LOGIN_FAILURE_LIMIT", default=10, least=1)
+LOGIN_LOCKOUT_MINUTES = _int("LOGIN_LOCKOUT_MINUTES", default=15, least=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Attempts while locked out do not push the end of the lockout further away.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "apps.teams.views.accounts.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "apps.teams.client_ip.client_ip_address"
+# Failures are kept (AccessAttempt); a row for every successful sign-in is not.
+AXES_DISABLE_ACCESS_LOG = True
+INVITATION_EXPIRY_DAYS = _int("INVITATION_EXPIRY_DAYS", default=7, least=1)
+# An invitation is e-mailed again at most this often, however often resend is pressed.
+INVITATION_RESEND_INTERVAL_S = _int("INVITATION_RESEND_INTERVAL_S", default=300, least=0)
+# Invitation e-mails (new and resent) one user may send per hour; 0 turns the limit off.
+INVITATION_SENDS_PER_HOUR = _int("INVITATION_SENDS_PER_HOUR", default=30, least=0)
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

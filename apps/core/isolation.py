@@ -8,8 +8,9 @@ in a savepoint of its own, to find the items at fault (``pass_with_fallback`` an
 ``items_run``); those are quarantined and everyone else's work commits. A failure in
 Python (analysis) is caught per item without any of this.
 
-Failures of the database itself (a lost connection, a deadlock, a lock timeout)
-are nobody's item: they propagate, the pass rolls back whole and runs again later.
+Failures of the database itself (a lost connection, a deadlock, a lock timeout,
+writes refused) are nobody's item: they propagate, the pass rolls back whole and runs
+again later.
 A statement cancelled by ``statement_timeout`` is the item's own: it ran past its
 time budget.
 """
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 import psycopg.errors
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, InternalError, OperationalError, connection, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,11 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OperationalError):
         return not isinstance(exc.__cause__, psycopg.errors.QueryCanceled)
-    return False
+    # A database refusing every write (a demoted primary, a storage guard) refuses the
+    # whole pass; redone item by item, each item would be blamed for it.
+    return isinstance(exc, InternalError) and isinstance(
+        exc.__cause__, psycopg.errors.ReadOnlySqlTransaction
+    )
 
 
 def failure_reason(exc: BaseException) -> str:

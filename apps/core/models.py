@@ -1,3 +1,4 @@
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
@@ -58,3 +59,37 @@ class QuarantinedItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.item_id}"
+
+
+class PassClaim(models.Model):
+    """The items a shared pass is working on, written before it starts (see ``crash_guard``).
+
+    Deleted in the pass's own transaction, so it outlives only a pass that never
+    finished: its database session (``backend_pid`` started at ``backend_start``) is
+    then gone.
+    """
+
+    kind = models.CharField(max_length=20, choices=QuarantineKind.choices)
+    item_ids = ArrayField(models.BigIntegerField())
+    backend_pid = models.IntegerField()
+    backend_start = models.DateTimeField(null=True)
+    claimed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.kind} pass by backend {self.backend_pid}"
+
+
+class CrashStrike(models.Model):
+    """How often a pass holding this item died without finishing."""
+
+    kind = models.CharField(max_length=20, choices=QuarantineKind.choices)
+    item_id = models.BigIntegerField()
+    strikes = models.PositiveSmallIntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "item_id"], name="crash_strike_unique_item")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.item_id}: {self.strikes}"

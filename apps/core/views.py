@@ -1,3 +1,4 @@
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -16,14 +17,17 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     results = {name: check() for name, check in readiness_checks().items()}
+    # An exception's text names hosts, ports and users: staff see it, anyone else
+    # (a load balancer, a stranger) sees only which checks fail.
+    staff = results.get("database") is None and _is_staff(request)
     body: dict[str, object] = {
         "status": "ok" if all(error is None for error in results.values()) else "unavailable",
         "checks": {
-            name: {"ok": error is None, **({"error": error} if error else {})}
+            name: {"ok": error is None, **({"error": error} if error and staff else {})}
             for name, error in results.items()
         },
     }
-    if request.user.is_staff and results.get("database") is None:
+    if staff:
         # Items the shared passes set aside: not a readiness failure (every other
         # team's work goes on), but what an operator looks at first.
         body["quarantine"] = {
@@ -41,3 +45,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
             ],
         }
     return JsonResponse(body, status=200 if body["status"] == "ok" else 503)
+
+
+def _is_staff(request: HttpRequest) -> bool:
+    """Whether a signed-in staff user asks; reading the session needs the database."""
+    try:
+        return bool(request.user.is_staff)
+    except DatabaseError:
+        return False

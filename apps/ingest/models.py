@@ -77,6 +77,12 @@ class Trace(models.Model):
     first_seen_at = models.DateTimeField()
     last_span_at = models.DateTimeField()
     span_count = models.PositiveIntegerField(default=0)
+    # Spans refused because the trace already held INGEST_MAX_SPANS_PER_TRACE; a default
+    # in the database too, since the drain creates traces in SQL of its own.
+    spans_dropped = models.PositiveIntegerField(default=0, db_default=0)
+    # The stored size of its spans' names, attributes and events, about: what one
+    # analysis pass may load is bounded by it.
+    byte_count = models.BigIntegerField(default=0, db_default=0)
     # The span table is partitioned by span start: these bound the partitions that hold
     # the trace's spans, so reading them back probes a day or two, not every day kept.
     first_span_start_ns = models.BigIntegerField(null=True, blank=True)

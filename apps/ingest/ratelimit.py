@@ -1,7 +1,9 @@
-"""Admission control for ingestion: a per-token span rate, and the backlog depth.
+"""Admission control for ingestion: a span rate and a backlog share per team.
 
-Both live in the shared cache (Redis in production) so every web process sees
-the same counts, and both cost one or two cache round trips per request.
+Both are per team, not per token (a team's editors can mint tokens) and not for
+all teams together (one team at its cap must not refuse another's spans). Both
+live in the shared cache (Redis in production) so every web process sees the same
+counts, and both cost one or two cache round trips per request.
 """
 
 import math
@@ -10,7 +12,7 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
-from apps.ingest.services.batches import raw_backlog_spans
+from apps.ingest.services.batches import raw_backlog_spans_by_team
 
 # The rate is averaged over fixed windows this long: short enough to stop a
 # flood quickly, long enough to let an SDK's bursts of 512 spans through.
@@ -18,14 +20,14 @@ WINDOW_S = 5
 # Outlives its window, so a counter never expires while requests still use it.
 _COUNTER_TTL_S = 2 * WINDOW_S
 
-BACKLOG_KEY = "ingest:backlog-spans"
-# The backlog is a SUM over pending batches; a second-old figure is good enough.
+BACKLOG_KEY = "ingest:backlog-spans-by-team"
+# The backlog is a SUM over pending batches per team; a second-old figure is good enough.
 BACKLOG_TTL_S = 1
 BACKLOG_RETRY_AFTER_S = 5
 
 
-def rate_limit_consume(*, token_id: int, spans: int, now: float | None = None) -> int:
-    """Count a request's spans against its token; 0 when admitted, else seconds to wait.
+def rate_limit_consume(*, team_id: int, spans: int, now: float | None = None) -> int:
+    """Count a request's spans against its team; 0 when admitted, else seconds to wait.
 
     Refused spans are given back, so a client that backs off is not charged for
     the requests it was refused.
@@ -35,7 +37,7 @@ def rate_limit_consume(*, token_id: int, spans: int, now: float | None = None) -
         return 0
     now = time.time() if now is None else now
     window = int(now // WINDOW_S)
-    key = _key(token_id, window)
+    key = _key(team_id, window)
     total = _add_atomically(key, spans)
     # A lone batch larger than a whole window's allowance would otherwise never pass.
     if total <= per_second * WINDOW_S or total == spans:
@@ -44,10 +46,10 @@ def rate_limit_consume(*, token_id: int, spans: int, now: float | None = None) -
     return _until_next(window, now)
 
 
-def rate_limit_wait(*, token_id: int, now: float | None = None) -> int:
-    """Seconds to wait when the token's window is already used up, else 0; counts nothing.
+def rate_limit_wait(*, team_id: int, now: float | None = None) -> int:
+    """Seconds to wait when the team's window is already used up, else 0; counts nothing.
 
-    Checked before a body is decompressed: a token whose next span
+    Checked before a body is decompressed: a team whose next span
     ``rate_limit_consume`` would refuse, whatever the body holds, is refused without
     that work.
     """
@@ -56,14 +58,14 @@ def rate_limit_wait(*, token_id: int, now: float | None = None) -> int:
         return 0
     now = time.time() if now is None else now
     window = int(now // WINDOW_S)
-    used = cache.get(_key(token_id, window))
+    used = cache.get(_key(team_id, window))
     if used is None or int(used) < per_second * WINDOW_S:
         return 0
     return _until_next(window, now)
 
 
-def _key(token_id: int, window: int) -> str:
-    return f"ingest:rate:{token_id}:{window}"
+def _key(team_id: int, window: int) -> str:
+    return f"ingest:rate:team:{team_id}:{window}"
 
 
 def _until_next(window: int, now: float) -> int:
@@ -82,13 +84,30 @@ def _add_atomically(key: str, amount: int) -> int:
     return cache.incr(key, amount)
 
 
-def backlog_full() -> bool:
-    """Whether accepted spans waiting to be stored exceed INGEST_MAX_BACKLOG_SPANS."""
-    limit = settings.INGEST_MAX_BACKLOG_SPANS
-    if limit <= 0:
+def backlog_full(*, team_id: int) -> bool:
+    """Whether this team's accepted spans waiting to be stored are more than it may have.
+
+    A team may hold ``INGEST_MAX_BACKLOG_SPANS_PER_TEAM``. Past the total
+    ``INGEST_MAX_BACKLOG_SPANS``, only the teams holding more than an even share of it
+    are refused: the teams that caused the backlog wait, the others carry on.
+    """
+    per_team = settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM
+    total_cap = settings.INGEST_MAX_BACKLOG_SPANS
+    if per_team <= 0 and total_cap <= 0:
         return False
-    spans = cache.get(BACKLOG_KEY)
-    if spans is None:
-        spans = raw_backlog_spans()
-        cache.set(BACKLOG_KEY, spans, timeout=BACKLOG_TTL_S)
-    return int(spans) > limit
+    backlog = _backlog_by_team()
+    mine = backlog.get(team_id, 0)
+    if per_team > 0 and mine > per_team:
+        return True
+    if total_cap <= 0:
+        return False
+    total = sum(backlog.values())
+    return total > total_cap and mine > total_cap // max(1, len(backlog))
+
+
+def _backlog_by_team() -> dict[int, int]:
+    backlog = cache.get(BACKLOG_KEY)
+    if backlog is None:
+        backlog = raw_backlog_spans_by_team()
+        cache.set(BACKLOG_KEY, backlog, timeout=BACKLOG_TTL_S)
+    return dict(backlog)

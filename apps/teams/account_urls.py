@@ -1,10 +1,10 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.teams import views
+from apps.teams.views import accounts
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", accounts.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path(
@@ -12,5 +12,6 @@ urlpatterns = [
         auth_views.PasswordChangeDoneView.as_view(),
         name="password_change_done",
     ),
-    path("signup/", views.signup, name="signup"),
+    path("signup/", accounts.signup, name="signup"),
+    path("invitations/<str:token>/", accounts.invitation, name="invitation"),
 ]

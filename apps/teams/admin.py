@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.teams.models import ApiToken, IngestToken, Membership, Team
+from apps.teams.models import ApiToken, IngestToken, Invitation, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -42,5 +42,19 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
     # The plain token exists only at creation, so tokens are made where it can be shown:
     # the team's ingest token page or `manage.py ingest_token create`.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["email", "team", "role", "invited_by", "sent_at", "expires_at", "accepted_at"]
+    list_filter = ["role"]
+    search_fields = ["email", "team__slug"]
+    readonly_fields = ["digest", "invited_by", "accepted_by", "accepted_at", "sent_at"]
+    raw_id_fields = ["team"]
+
+    # The link's token exists only when it is e-mailed: invitations are made where it
+    # is sent, the team's members page or `manage.py team invite`.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -4,22 +4,15 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from apps.teams.services import api_token_authenticate
-from apps.teams.tokens import INGEST_TOKEN_PREFIX
+from apps.teams.tokens import INGEST_TOKEN_PREFIX, TOKEN_MAX_CHARS, token_shaped
 
-# Generated tokens are under 50 characters of URL-safe base64.
-TOKEN_MAX_CHARS = 200
+__all__ = ["TOKEN_MAX_CHARS", "ApiTokenAuthentication", "authorization_parts", "token_shaped"]
 
 
 def authorization_parts(header: str) -> list[str]:
     """The scheme and credentials of an Authorization header. HTTP separates them with
     spaces; ``str.split()`` would also split on a no-break space and its kin."""
     return [part for part in header.split(" ") if part]
-
-
-def token_shaped(raw: str) -> bool:
-    """Whether a presented value could be one of our tokens; anything else is refused
-    without hashing it or asking the database."""
-    return len(raw) <= TOKEN_MAX_CHARS and raw.isascii() and raw.isprintable()
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):

@@ -1,8 +1,9 @@
 from typing import Any
 
 from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import MaxLengthValidator
 
 from apps.teams.models import Role
 
@@ -22,8 +23,20 @@ def add_service_error(form: forms.Form, error: ValidationError) -> None:
         form.add_error(target, errors)
 
 
+class LoginForm(AuthenticationForm):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Django sets the username's max_length after the field is built, so it is never
+        # checked: an overlong name would reach authenticate() and the lockout records.
+        username = self.fields["username"]
+        if isinstance(username, forms.CharField) and username.max_length is not None:
+            username.validators.append(MaxLengthValidator(username.max_length))
+
+
 class SignupForm(UserCreationForm):
-    email = forms.EmailField(max_length=254, help_text="Team owners can add you by this address.")
+    email = forms.EmailField(
+        max_length=254, help_text="Where invitations and alert e-mails reach you."
+    )
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
@@ -43,8 +56,13 @@ class TeamCreateForm(forms.Form):
         return slug
 
 
-class MemberAddForm(forms.Form):
-    identifier = forms.CharField(label="Username or email", max_length=254)
+class InvitationCreateForm(forms.Form):
+    # No max_length: an overlong address gets the service's one clear message.
+    email = forms.CharField(
+        label="E-mail address",
+        widget=forms.EmailInput(attrs={"autocomplete": "off"}),
+        help_text="They get a link to accept; nothing changes until they do.",
+    )
     role = forms.ChoiceField(choices=Role.choices, initial=Role.VIEWER)
 
 

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
 
 from apps.core.models import TimeStampedModel
 
@@ -36,10 +38,19 @@ class Membership(TimeStampedModel):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    # The team the user works in when nothing names one: the API without ?team= and the
+    # landing page after sign-in. Only the user's own choice changes it, so being added
+    # to someone else's team never moves them.
+    is_default = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["team", "user"], name="membership_unique_team_user")
+            models.UniqueConstraint(fields=["team", "user"], name="membership_unique_team_user"),
+            models.UniqueConstraint(
+                fields=["user"],
+                condition=models.Q(is_default=True),
+                name="membership_one_default_per_user",
+            ),
         ]
         ordering = ["team__name", "user__username"]
 
@@ -102,3 +113,71 @@ class IngestToken(BearerToken):
 
     class Meta(BearerToken.Meta):
         pass
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class Invitation(TimeStampedModel):
+    """An owner's offer of a role in a team, sent to an e-mail address.
+
+    Nothing is attached until someone signed in opens the link and accepts: holding
+    the link is the proof. Only the SHA-256 digest of the link's token is stored.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(max_length=254)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    digest = models.CharField(max_length=64, unique=True)
+    sent_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One open invitation per address and team: inviting again means resending.
+            models.UniqueConstraint(
+                Lower("email"),
+                "team",
+                condition=models.Q(accepted_at__isnull=True, revoked_at__isnull=True),
+                name="invitation_one_open_per_email",
+            )
+        ]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.team} as {self.role}"
+
+    @property
+    def status(self) -> InvitationStatus:
+        if self.accepted_at is not None:
+            return InvitationStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InvitationStatus.REVOKED
+        if self.expires_at <= timezone.now():
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING
+
+    @property
+    def is_open(self) -> bool:
+        """Neither accepted nor revoked: listed to owners, who may resend or revoke it."""
+        return self.accepted_at is None and self.revoked_at is None

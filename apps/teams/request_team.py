@@ -1,9 +1,11 @@
 """Which team an API request acts on.
 
 Tokens are personal and pipeline URLs carry no team, so the team comes from the
-``team`` query parameter or the ``X-Team`` header; a member of exactly one team
-may leave both out. Membership and role checks are the teams' access helpers:
-a team the user is not in is a 404, a viewer's write a 403.
+``team`` query parameter or the ``X-Team`` header. Without either it is the user's
+default team: the one they chose in the switcher, else their only team (see
+``membership_default_for_user``); being added to another team never changes it.
+Membership and role checks are the teams' access helpers: a team the user is not
+in is a 404, a viewer's write a 403.
 """
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -15,7 +17,7 @@ from rest_framework.request import Request
 
 from apps.teams.access import membership_for_user, membership_for_writer
 from apps.teams.models import Membership
-from apps.teams.selectors import memberships_for_user
+from apps.teams.selectors import membership_default_for_user
 
 TEAM_QUERY_PARAMETER = "team"
 TEAM_HEADER = "X-Team"
@@ -25,8 +27,8 @@ class TeamRequired(APIException):
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = "team_required"
     default_detail = (
-        f"You belong to several teams (or none): name one with ?{TEAM_QUERY_PARAMETER}=<slug> "
-        f"or the {TEAM_HEADER} header."
+        f"You belong to several teams and chose no default (or to none): name one with "
+        f"?{TEAM_QUERY_PARAMETER}=<slug> or the {TEAM_HEADER} header."
     )
 
 
@@ -41,10 +43,10 @@ def team_slug_for_request(request: Request) -> str:
     slug = request.query_params.get(TEAM_QUERY_PARAMETER) or request.headers.get(TEAM_HEADER)
     if slug:
         return slug.strip()
-    memberships = list(memberships_for_user(user=request_user(request))[:2])
-    if len(memberships) != 1:
+    default = membership_default_for_user(user=request_user(request))
+    if default is None:
         raise TeamRequired()
-    return memberships[0].team.slug
+    return default.team.slug
 
 
 def membership_for_request(request: Request, *, write: bool = False) -> Membership:
@@ -57,7 +59,7 @@ TEAM_PARAMETERS = [
         TEAM_QUERY_PARAMETER,
         OpenApiTypes.STR,
         OpenApiParameter.QUERY,
-        description="Slug of the team to act on; may be left out by a member of one team.",
+        description="Slug of the team to act on; left out, your default team.",
     ),
     OpenApiParameter(
         TEAM_HEADER,

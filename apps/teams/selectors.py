@@ -2,8 +2,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
-from apps.teams.models import ApiToken, IngestToken, Membership, Team
-from apps.teams.tokens import token_digest
+from apps.teams.models import ApiToken, IngestToken, Invitation, Membership, Team
+from apps.teams.tokens import token_digest, token_shaped
 
 
 def teams_for_user(*, user: User) -> QuerySet[Team]:
@@ -12,6 +12,17 @@ def teams_for_user(*, user: User) -> QuerySet[Team]:
 
 def memberships_for_user(*, user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
+
+
+def membership_default_for_user(*, user: User) -> Membership | None:
+    """The team the user works in when nothing names one: the one they chose, else
+    their only team; None for several teams and no choice, or none."""
+    memberships = memberships_for_user(user=user)
+    chosen = memberships.filter(is_default=True).first()
+    if chosen is not None:
+        return chosen
+    only = list(memberships[:2])
+    return only[0] if len(only) == 1 else None
 
 
 def memberships_for_team(*, team: Team) -> QuerySet[Membership]:
@@ -41,3 +52,23 @@ def team_by_slug(*, slug: str) -> Team | None:
 
 def user_by_username(*, username: str) -> User | None:
     return get_user_model().objects.filter(username=username).first()
+
+
+def invitations_open_for_team(*, team: Team) -> QuerySet[Invitation]:
+    """Invitations neither accepted nor revoked, expired ones included (to resend)."""
+    return (
+        Invitation.objects.filter(team=team, accepted_at__isnull=True, revoked_at__isnull=True)
+        .select_related("invited_by")
+        .order_by("-created_at")
+    )
+
+
+def invitation_by_token(*, raw: str) -> Invitation | None:
+    """The invitation whose link carries this token, in any state; None for anything else."""
+    if not token_shaped(raw):
+        return None
+    return (
+        Invitation.objects.select_related("team", "invited_by")
+        .filter(digest=token_digest(raw))
+        .first()
+    )

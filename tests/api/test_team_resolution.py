@@ -1,7 +1,7 @@
 import pytest
 
 from apps.pipelines.models import Pipeline
-from apps.teams.models import Role
+from apps.teams.models import Membership, Role
 from tests.api.conftest import ApiWorld, db_state, error_of, token_client
 from tests.factories import add_member, make_user
 
@@ -33,15 +33,26 @@ def multi(api: ApiWorld):
     return token_client(api.world.owner)
 
 
-def test_a_member_of_several_teams_must_name_one(api: ApiWorld, multi):
-    response = multi.get(LIST)
+@pytest.fixture
+def no_default(api: ApiWorld, multi):
+    """Olivia in both teams with no default team chosen (as before defaults existed)."""
+    Membership.objects.filter(user=api.world.owner).update(is_default=False)
+    return multi
+
+
+def test_a_member_of_several_teams_works_in_their_default_team(api: ApiWorld, multi):
+    assert slugs(multi.get(LIST)) == ["RAG chat answer"]
+
+
+def test_a_member_of_several_teams_without_a_default_must_name_one(api: ApiWorld, no_default):
+    response = no_default.get(LIST)
     assert response.status_code == 400
     assert error_of(response)["code"] == "team_required"
 
 
-def test_a_write_without_a_team_is_refused_and_writes_nothing(api: ApiWorld, multi):
+def test_a_write_without_a_team_is_refused_and_writes_nothing(api: ApiWorld, no_default):
     before = db_state()
-    response = multi.post(LIST, NEW, format="json")
+    response = no_default.post(LIST, NEW, format="json")
     assert response.status_code == 400
     assert error_of(response)["code"] == "team_required"
     assert db_state() == before

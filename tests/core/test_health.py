@@ -2,6 +2,7 @@ import pytest
 from django.test import Client
 
 from apps.core import health, views
+from tests.factories import make_user
 
 
 def test_healthz_answers_ok_without_touching_dependencies() -> None:
@@ -32,8 +33,31 @@ def test_readyz_answers_503_naming_the_broker_when_it_is_down(
     body = response.json()
     assert body["status"] == "unavailable"
     assert body["checks"]["database"] == {"ok": True}
+    assert body["checks"]["broker"] == {"ok": False}  # no exception text for strangers
+    assert "127.0.0.1" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_readyz_shows_staff_why_a_check_fails(settings) -> None:
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    client = Client()
+    client.force_login(make_user("ops", is_staff=True))
+
+    body = client.get("/readyz").json()
+
     assert body["checks"]["broker"]["ok"] is False
     assert body["checks"]["broker"]["error"]
+
+
+@pytest.mark.django_db
+def test_readyz_shows_a_signed_in_non_staff_user_no_exception_text(settings) -> None:
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    client = Client()
+    client.force_login(make_user("someone"))
+
+    assert client.get("/readyz").json()["checks"]["broker"] == {"ok": False}
 
 
 @pytest.mark.django_db

@@ -256,3 +256,13 @@ def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:
     html = client_for(world.owner).get(url).content.decode()
     assert "<dt>items</dt><dd>not a method</dd>" in html
     assert "<dt>http.route</dt><dd>/x</dd>" in html
+
+
+def test_a_full_trace_says_how_many_spans_it_refused(world: Any) -> None:
+    _stored_now(world, 0xF3)
+    Trace.objects.filter(team=world.team).update(spans_dropped=42)
+
+    html = client_for(world.viewer).get(detail_url(hex_of(0xF3))).content.decode()
+
+    assert "42 more refused" in html
+    assert "limit of spans per trace" in html

@@ -62,14 +62,29 @@ def test_a_token_over_its_span_rate_gets_429_with_retry_after(
     assert RawBatch.objects.get().span_count == 3
 
 
-def test_the_rate_is_counted_per_token(world: TeamWorld, settings, frozen_clock) -> None:
+def test_the_rate_is_counted_per_team_whatever_its_tokens(
+    world: TeamWorld, settings, frozen_clock
+) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
     rate_window_fresh()
-    busy, quiet = ingest_token(world.team, "busy"), ingest_token(world.team, "quiet")
+    busy, fresh = ingest_token(world.team, "busy"), ingest_token(world.team, "fresh")
     post(OTLP, protobuf_batch(5), token=busy)
 
     assert post(OTLP, protobuf_batch(2), token=busy).status_code == 429
-    assert post(OTLP, protobuf_batch(2), token=quiet).status_code == 200
+    # A second token of the same team shares its allowance: minting tokens gains nothing.
+    assert post(OTLP, protobuf_batch(2), token=fresh).status_code == 429
+
+
+def test_one_team_at_its_rate_does_not_throttle_another(
+    world: TeamWorld, settings, frozen_clock
+) -> None:
+    settings.INGEST_RATE_LIMIT_SPANS = 1
+    rate_window_fresh()
+    busy, other = ingest_token(world.team), ingest_token(world.other_team)
+    post(OTLP, protobuf_batch(5), token=busy)
+
+    assert post(OTLP, protobuf_batch(2), token=busy).status_code == 429
+    assert post(OTLP, protobuf_batch(2), token=other).status_code == 200
 
 
 def test_the_native_endpoint_is_rate_limited_too(world: TeamWorld, settings, frozen_clock) -> None:
@@ -91,60 +106,93 @@ def test_refused_spans_do_not_use_up_the_allowance(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 2  # ten spans per window
     rate_window_fresh()
 
-    assert rate_limit_consume(token_id=1, spans=8, now=NOW) == 0
-    assert rate_limit_consume(token_id=1, spans=5, now=NOW) == 3
-    assert rate_limit_consume(token_id=1, spans=5, now=NOW) == 3
-    assert rate_limit_consume(token_id=1, spans=2, now=NOW) == 0
+    assert rate_limit_consume(team_id=1, spans=8, now=NOW) == 0
+    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 3
+    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 3
+    assert rate_limit_consume(team_id=1, spans=2, now=NOW) == 0
 
 
 def test_a_new_window_starts_a_new_count(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
     rate_window_fresh()
-    assert rate_limit_consume(token_id=1, spans=5, now=NOW) == 0
-    assert rate_limit_consume(token_id=1, spans=1, now=NOW) > 0
+    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 0
+    assert rate_limit_consume(team_id=1, spans=1, now=NOW) > 0
 
-    assert rate_limit_consume(token_id=1, spans=5, now=NOW + WINDOW_S) == 0
+    assert rate_limit_consume(team_id=1, spans=5, now=NOW + WINDOW_S) == 0
 
 
 def test_a_lone_batch_larger_than_a_window_passes_rather_than_never(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
     rate_window_fresh()
 
-    assert rate_limit_consume(token_id=1, spans=512, now=NOW) == 0
-    assert rate_limit_consume(token_id=1, spans=1, now=NOW) > 0
+    assert rate_limit_consume(team_id=1, spans=512, now=NOW) == 0
+    assert rate_limit_consume(team_id=1, spans=1, now=NOW) > 0
 
 
 def test_a_zero_rate_limit_turns_limiting_off(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 0
 
-    assert rate_limit_consume(token_id=1, spans=10**9, now=NOW) == 0
+    assert rate_limit_consume(team_id=1, spans=10**9, now=NOW) == 0
 
 
 # --- Backlog ------------------------------------------------------------------------
 
 
+def _backlog(team: object, spans: int) -> None:
+    raw_batch_store(
+        team=team, token=None, encoding=Encoding.OTLP_PROTOBUF,  # type: ignore[arg-type]
+        body=protobuf_batch(spans), span_count=spans,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(("url", "content_type"), [(OTLP, PROTOBUF), (NATIVE, JSON)])
-def test_a_deep_backlog_gets_503_with_retry_after(
+def test_a_team_over_its_backlog_gets_503_with_retry_after(
     world: TeamWorld, settings, url: str, content_type: str
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS = 2
-    raw_batch_store(
-        team=world.other_team, token=None, encoding=Encoding.OTLP_PROTOBUF,
-        body=protobuf_batch(3), span_count=3,
-    )  # fmt: skip
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    _backlog(world.team, 3)
     body = protobuf_batch() if url == OTLP else native_batch(native_span("01" * 8))
 
     response = post(url, body, token=ingest_token(world.team), content_type=content_type)
 
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
-    assert RawBatch.objects.get().team == world.other_team  # only the backlog itself
+    assert RawBatch.objects.count() == 1  # only the backlog itself
+
+
+@pytest.mark.parametrize(("url", "content_type"), [(OTLP, PROTOBUF), (NATIVE, JSON)])
+def test_one_team_at_its_backlog_cap_does_not_block_another(
+    world: TeamWorld, settings, url: str, content_type: str
+) -> None:
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    _backlog(world.other_team, 3)
+    body = protobuf_batch() if url == OTLP else native_batch(native_span("01" * 8))
+
+    refused = post(url, body, token=ingest_token(world.other_team), content_type=content_type)
+    admitted = post(url, body, token=ingest_token(world.team), content_type=content_type)
+
+    assert (refused.status_code, admitted.status_code) == (503, 200)
+    assert RawBatch.objects.filter(team=world.team).count() == 1
+
+
+def test_past_the_total_backlog_only_the_teams_over_an_even_share_wait(
+    world: TeamWorld, settings
+) -> None:
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 0
+    settings.INGEST_MAX_BACKLOG_SPANS = 10  # two teams with a backlog: five spans each
+    _backlog(world.other_team, 12)
+    _backlog(world.team, 1)
+
+    heavy = post(OTLP, protobuf_batch(), token=ingest_token(world.other_team))
+    light = post(OTLP, protobuf_batch(), token=ingest_token(world.team))
+
+    assert (heavy.status_code, light.status_code) == (503, 200)
 
 
 def test_the_backlog_depth_is_read_from_the_database_at_most_once_a_second(
     world: TeamWorld, settings
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS = 1000
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 1000
     token = ingest_token(world.team)
 
     with CaptureQueriesContext(connection) as first:
@@ -159,7 +207,7 @@ def test_the_backlog_depth_is_read_from_the_database_at_most_once_a_second(
 
 
 def test_a_backlog_under_the_limit_lets_batches_in(world: TeamWorld, settings) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS = 3
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 3
     token = ingest_token(world.team)
 
     assert post(OTLP, protobuf_batch(3), token=token).status_code == 200

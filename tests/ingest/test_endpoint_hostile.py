@@ -190,10 +190,10 @@ def test_the_early_rate_check_counts_nothing(settings) -> None:
     rate_window_fresh()
     now = 1_000_002.0
 
-    assert rate_limit_wait(token_id=1, now=now) == 0
-    assert rate_limit_consume(token_id=1, spans=5, now=now) == 0
-    assert rate_limit_wait(token_id=1, now=now) == 3
-    assert rate_limit_wait(token_id=1, now=now + WINDOW_S) == 0
+    assert rate_limit_wait(team_id=1, now=now) == 0
+    assert rate_limit_consume(team_id=1, spans=5, now=now) == 0
+    assert rate_limit_wait(team_id=1, now=now) == 3
+    assert rate_limit_wait(team_id=1, now=now + WINDOW_S) == 0
 
 
 # --- Nesting ---------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def test_nested_attributes_within_the_limit_are_flattened_and_kept(token: str) -
 
 
 def test_brackets_inside_strings_are_not_nesting(token: str) -> None:
-    name = "[{" * 2000 + '\\""' + "]" * 10
+    name = "[{" * 500 + '\\""' + "]" * 10  # deeper than the nesting limit, within the name's
     body = otlp_json_batch(otlp_json_span("11" * 8, name=name))
 
     response = post(OTLP, body, content_type=JSON, token=token)

@@ -4,7 +4,8 @@ A delivery claims its notification with a conditional update (pending, due, and 
 live lease), so two runs of the same task never both send; the attempt row is
 committed before the transport is called, and completed after. A worker that dies
 mid-send leaves the lease to expire, and the next run sends again under the same
-``webhook-id`` for the receiver to recognise.
+``webhook-id`` for the receiver to recognise. A worker that sent but cannot write the
+outcome (the database away or refusing writes) keeps trying while its lease holds.
 """
 
 import logging
@@ -12,10 +13,12 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from apps.alerts.models import (
@@ -28,6 +31,7 @@ from apps.alerts.models import (
 from apps.alerts.services.channels import channel_disable
 from apps.alerts.transports import transport_for
 from apps.alerts.transports.base import Delivered, TransportError
+from apps.core.isolation import failure_reason, is_transient
 from apps.teams.models import Membership, Role
 
 logger = logging.getLogger(__name__)
@@ -38,6 +42,11 @@ MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1
 JITTER = 0.2
 # Longer than a send can take (the total webhook timeout, an SMTP exchange).
 LEASE = timedelta(seconds=120)
+# An outcome not yet written is retried until this long before the lease ends, so that
+# no other run can claim the notification meanwhile and send it again.
+FINISH_MARGIN = timedelta(seconds=15)
+# A delivery deferred because its team has its share in flight is asked again after this.
+BUSY_RETRY_S = 3.0
 ERROR_CHARS = 1000
 EXCERPT_CHARS = 1000
 
@@ -63,6 +72,28 @@ def _unheld_due(*, now: datetime, due_by: datetime) -> QuerySet[Notification]:
         status=NotificationStatus.PENDING,
         next_attempt_at__lte=due_by,
     )
+
+
+def _team_busy(notification_id: int, now: datetime) -> bool:
+    """Whether the notification's team already has its share of deliveries in flight.
+
+    A team whose receivers are slow (each send may take the whole webhook timeout)
+    would otherwise hold every worker of the alerts queue while other teams' alerts
+    wait. Two deliveries claimed at the same instant may both pass: the share is
+    exceeded by the number of workers at most, never held by one team alone for long.
+    """
+    cap = settings.ALERT_DELIVERIES_PER_TEAM
+    if cap <= 0:
+        return False
+    team_id = (
+        Notification.objects.filter(pk=notification_id).values_list("team_id", flat=True).first()
+    )
+    if team_id is None:
+        return False
+    in_flight = Notification.objects.filter(
+        team_id=team_id, status=NotificationStatus.PENDING, lease_until__gte=now
+    ).exclude(pk=notification_id)
+    return in_flight.count() >= cap
 
 
 def _claim(notification_id: int, now: datetime) -> bool:
@@ -109,7 +140,7 @@ def _finish(
     attempt: DeliveryAttempt,
     *,
     outcome: str,
-    started: float,
+    latency_ms: float,
     http_status: int | None,
     excerpt: str,
     error: str,
@@ -117,7 +148,7 @@ def _finish(
 ) -> float | None:
     attempt.outcome = outcome
     attempt.http_status = http_status
-    attempt.latency_ms = round((time.monotonic() - started) * 1000, 3)
+    attempt.latency_ms = latency_ms
     attempt.error = error[:ERROR_CHARS]
     attempt.response_excerpt = excerpt[:EXCERPT_CHARS]
     attempt.save(
@@ -139,11 +170,43 @@ def _finish(
     return retry_in
 
 
+def _finish_recorded(
+    notification: Notification, attempt: DeliveryAttempt, *, claimed: float, **outcome: Any
+) -> float | None:
+    """``_finish``, tried again while the database is away or refusing writes.
+
+    The send has happened: given up, the lease would end and another run send it again.
+    Inside a transaction (eager tasks in tests) a failed statement cannot be retried.
+    """
+    deadline = claimed + (LEASE - FINISH_MARGIN).total_seconds()
+    pause = 0.5
+    while True:
+        try:
+            return _finish(notification, attempt, **outcome)
+        except DatabaseError as exc:
+            if not is_transient(exc) or connection.in_atomic_block:
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning(
+                "delivery %s: outcome not written yet, trying again: %s",
+                notification.pk,
+                failure_reason(exc),
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
+        connection.close_if_unusable_or_obsolete()  # a lost connection is opened again
+
+
 def notification_deliver(*, notification_id: int, now: datetime | None = None) -> DeliveryResult:
     """One attempt at sending the notification, if it is due and nobody else is at it."""
     now = now or timezone.now()
+    if _team_busy(notification_id, now):
+        # Not claimed: asked again shortly, while the worker serves other teams.
+        return DeliveryResult(notification_id, outcome="deferred", retry_in_s=_busy_delay())
     if not _claim(notification_id, now):
         return DeliveryResult(notification_id)
+    claimed = time.monotonic()
     notification = Notification.objects.select_related("channel__team").get(pk=notification_id)
     channel = notification.channel
     if not channel.is_enabled:
@@ -175,11 +238,12 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
         # A bug of ours or a library's, for this one channel: logged, retried, isolated.
         logger.exception("delivery %s through channel %s raised", notification.pk, channel.pk)
         outcome, error = AttemptOutcome.RETRY, f"{type(exc).__name__}: {exc}"
-    retry_in = _finish(
+    retry_in = _finish_recorded(
         notification,
         attempt,
+        claimed=claimed,
         outcome=outcome,
-        started=started,
+        latency_ms=round((time.monotonic() - started) * 1000, 3),
         http_status=http_status,
         excerpt=excerpt,
         error=error,
@@ -194,12 +258,23 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
 
 
 def notifications_due(
-    *, now: datetime | None = None, grace_s: float = 0, limit: int = 500
+    *, now: datetime | None = None, grace_s: float = 0, limit: int = 500, per_team: int = 20
 ) -> list[int]:
-    """Pending notifications due for ``grace_s`` seconds at least, that nobody holds."""
+    """Pending notifications due for ``grace_s`` seconds at least, that nobody holds.
+
+    At most ``per_team`` of each team's, oldest first, so that a team with thousands
+    due never fills the sweep and leaves another's waiting for the next one.
+    """
     now = now or timezone.now()
+    ranked = _unheld_due(now=now, due_by=now - timedelta(seconds=grace_s)).annotate(
+        rank=Window(RowNumber(), partition_by=F("team_id"), order_by=F("next_attempt_at").asc())
+    )
     return list(
-        _unheld_due(now=now, due_by=now - timedelta(seconds=grace_s))
+        ranked.filter(rank__lte=per_team)
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+def _busy_delay() -> float:
+    return BUSY_RETRY_S * random.uniform(1 - JITTER, 1 + JITTER)

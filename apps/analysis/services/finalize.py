@@ -21,6 +21,14 @@ from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.analysis.spans import Span, unique_spans
 from apps.analysis.stored_spans import analysis_span
+from apps.core.crash_guard import (
+    WorkerDied,
+    claim_abandon,
+    claim_close,
+    claim_open,
+    crash_strikes,
+    strikes_clear,
+)
 from apps.core.isolation import (
     ItemDeadline,
     failure_reason,
@@ -140,20 +148,90 @@ def traces_finalize_due(
 
     A trace whose analysis raises or runs past ``TRACE_ANALYSIS_TIME_BUDGET_S``, or
     whose rows the database refuses, is quarantined (see ``apps.core.quarantine``);
-    the pass commits every other trace.
+    the pass commits every other trace. A trace that was in a pass whose worker died
+    is analyzed alone, and quarantined once its passes have died
+    ``PASS_CRASH_STRIKES`` times (see ``apps.core.crash_guard``).
     """
     now = now or timezone.now()
-    return pass_with_fallback(lambda isolate: _finalize_pass(now, limit, isolate=isolate))
+    suspects = crash_strikes(kind=QuarantineKind.TRACE)
+    if suspects:
+        suspect = _suspect_finalize(suspects, now)
+        if suspect is not None:
+            return suspect
+    with transaction.atomic():
+        due = Trace.objects.filter(_due(now), state=TraceState.OPEN).exclude(pk__in=suspects)
+        due = due.order_by("last_span_at").select_for_update(skip_locked=True)
+        ids = _within_pass_budget(list(due.values_list("id", "span_count", "byte_count")[:limit]))
+        claim = claim_open(kind=QuarantineKind.TRACE, item_ids=ids) if ids else None
+    if claim is None:
+        return FinalizeResult()
+    return _claimed_finalize(now, ids, claim)
 
 
-def _finalize_pass(now: datetime, limit: int, *, isolate: bool) -> FinalizeResult:
+def _claimed_finalize(now: datetime, ids: list[int], claim: int) -> FinalizeResult:
+    try:
+        return pass_with_fallback(lambda isolate: _finalize_pass(now, ids, claim, isolate=isolate))
+    except BaseException:
+        claim_abandon(claim)
+        raise
+
+
+def _suspect_finalize(suspects: dict[int, int], now: datetime) -> FinalizeResult | None:
+    """One due trace that was in a pass that died: quarantined, or analyzed on its own.
+
+    None when no suspect is due: the usual pass runs, without them.
+    """
+    kind = QuarantineKind.TRACE
+    open_ids = set(
+        Trace.objects.filter(pk__in=list(suspects), state=TraceState.OPEN).values_list(
+            "id", flat=True
+        )
+    )
+    gone = [pk for pk in suspects if pk not in open_ids]
+    if gone:  # analyzed by another pass, or set aside already
+        strikes_clear(kind=kind, item_ids=gone)
+    trace = Trace.objects.filter(_due(now), pk__in=open_ids).order_by("id").first()
+    if trace is None:
+        return None
+    if suspects[trace.pk] >= settings.PASS_CRASH_STRIKES:
+        with transaction.atomic():
+            _trace_quarantine(trace, WorkerDied(suspects[trace.pk]))
+            strikes_clear(kind=kind, item_ids=[trace.pk])
+        return FinalizeResult(quarantined=1)
+    claim = claim_open(kind=kind, item_ids=[trace.pk])
+    result = _claimed_finalize(now, [trace.pk], claim)
+    strikes_clear(kind=kind, item_ids=[trace.pk])
+    return result
+
+
+def _within_pass_budget(candidates: list[tuple[int, int, int]]) -> list[int]:
+    """The first traces (id, spans, bytes) that together stay within what one pass may load.
+
+    The first trace is always taken, so a trace larger than the budget is analyzed
+    alone instead of never.
+    """
+    max_spans = settings.ANALYSIS_PASS_MAX_SPANS
+    max_bytes = settings.ANALYSIS_PASS_MAX_BYTES
+    ids: list[int] = []
+    spans = size = 0
+    for trace_id, span_count, byte_count in candidates:
+        spans += span_count
+        size += byte_count
+        if ids and (spans > max_spans or size > max_bytes):
+            break
+        ids.append(trace_id)
+    return ids
+
+
+def _finalize_pass(now: datetime, ids: list[int], claim: int, *, isolate: bool) -> FinalizeResult:
     result = FinalizeResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
         pass_statement_timeout()
-        due = Trace.objects.filter(_due(now), state=TraceState.OPEN).order_by("last_span_at")
-        due = due.select_for_update(skip_locked=True)
-        traces = list(due[:limit])
+        # Due again: a span may have arrived since the claim, and the trace waits for quiet.
+        due = Trace.objects.filter(_due(now), pk__in=ids, state=TraceState.OPEN)
+        traces = list(due.order_by("last_span_at").select_for_update(skip_locked=True))
+        claim_close(claim)  # commits with the traces' analysis, or not at all
         if not traces:
             return result
         spans = _trace_spans(traces)

@@ -110,8 +110,11 @@ class SpanBatchApi(APIView):
         summary="Send spans in the native JSON format",
         description=(
             "Spans of one or several traces. Invalid spans (bad ids, empty name, "
-            "unreadable times, end before start) are rejected one by one and reported; "
-            "the rest are stored. A 200 means the batch is committed."
+            "unreadable times, end before start, over a per-span limit) are rejected one "
+            "by one and reported; over-long values are truncated and extra events "
+            "dropped, as the OpenTelemetry SDK does. The rest are stored. A 200 means "
+            "the batch is committed. 429: the team is over its span rate; 503: its "
+            "backlog is full or the database is away (both with Retry-After)."
         ),
         request=NativeBatchSerializer,
         parameters=[
@@ -141,10 +144,11 @@ class SpanBatchApi(APIView):
         if media_type != RawJsonParser.media_type:
             raise exceptions.UnsupportedMediaType(media_type or "(none)")
         body_length_check(request.META)
-        backlog_check()
+        token = request_ingest_token(request)
+        backlog_check(team_id=token.team_id)
         body = request.data
         result = batch_accept(
-            token=request_ingest_token(request),
+            token=token,
             # DRF hands over {} instead of calling the parser for an empty body.
             body=body if isinstance(body, bytes) else b"",
             content_encoding=request.META.get("HTTP_CONTENT_ENCODING"),

@@ -12,6 +12,7 @@ import msgspec
 
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.json_depth import json_depth_check
+from apps.ingest.decoding.limits import spans_bounded
 from apps.ingest.decoding.numeric import INT64_MAX, INT64_MIN, Drop, Problem, holds_big_integer
 from apps.ingest.decoding.records import (
     KINDS,
@@ -91,7 +92,7 @@ def decode_native_json(body: bytes) -> DecodeResult:
             spans.append(record)
             if drops:
                 rejections.drop(f"span {index}", drops)
-    return rejections.result(spans)
+    return spans_bounded(spans, rejections)
 
 
 def _record(

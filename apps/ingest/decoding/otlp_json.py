@@ -15,6 +15,7 @@ import msgspec
 from apps.ingest.decoding import otlp_json_types as t
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.json_depth import json_depth_check
+from apps.ingest.decoding.limits import spans_bounded
 from apps.ingest.decoding.numeric import INT64_MAX, INT64_MIN, BigInteger, Drop, Problem
 from apps.ingest.decoding.records import (
     KINDS,
@@ -73,7 +74,7 @@ def decode_otlp_json(body: bytes) -> DecodeResult:
                     spans.append(record)
                     if drops:
                         rejections.drop(f"span {index}", drops)
-    return rejections.result(spans)
+    return spans_bounded(spans, rejections)
 
 
 def _record(
@@ -224,7 +225,8 @@ def _base64(text: str) -> bytes:
     normal = text.replace("-", "+").replace("_", "/")
     try:
         return binascii.a2b_base64(normal + "=" * (-len(normal) % 4), strict_mode=True)
-    except binascii.Error:
+    # A str with a non-ASCII character raises a plain ValueError, not binascii.Error.
+    except ValueError:
         raise DecodeError(f"invalid OTLP JSON: bytesValue {text[:40]!r} is not base64") from None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from apps.ingest.decoding.errors import DecodeError
+from apps.ingest.decoding.limits import spans_bounded
 from apps.ingest.decoding.numeric import (
     DROPPED_ATTRIBUTES,
     NUMERIC_KEYS,
@@ -116,7 +117,7 @@ def _extract(request: Any) -> DecodeResult:
                         _events(events, cache) if events else [],
                     )
                 )
-    return rejections.result(spans)
+    return spans_bounded(spans, rejections)
 
 
 def _events(events: Iterable[Any], cache: Cache) -> list[SpanEvent]:

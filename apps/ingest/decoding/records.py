@@ -83,6 +83,10 @@ class DecodeResult(msgspec.Struct):
     reasons: dict[str, int] = {}
     dropped: int = 0
     dropped_reasons: dict[str, int] = {}
+    # Accepted spans cut to their budget (see ``limits``): string values truncated,
+    # events dropped.
+    truncated: int = 0
+    dropped_events: int = 0
 
     @property
     def error_message(self) -> str:
@@ -98,6 +102,12 @@ class DecodeResult(msgspec.Struct):
         if self.dropped:
             noun = "attribute" if self.dropped == 1 else "attributes"
             parts.append(f"dropped {self.dropped} {noun}: {_counts(self.dropped_reasons)}")
+        if self.truncated:
+            noun = "value" if self.truncated == 1 else "values"
+            parts.append(f"truncated {self.truncated} attribute {noun} to their length limit")
+        if self.dropped_events:
+            noun = "event" if self.dropped_events == 1 else "events"
+            parts.append(f"dropped {self.dropped_events} {noun} past the limit per span")
         return "; ".join(parts)
 
 
@@ -108,10 +118,15 @@ def _counts(reasons: dict[str, int]) -> str:
 class Rejections:
     """Counts rejected spans and dropped attributes per reason, keeping the first few messages."""
 
-    __slots__ = ("count", "dropped", "dropped_errors", "dropped_reasons", "errors", "reasons")
+    __slots__ = (
+        "count", "dropped", "dropped_errors", "dropped_events", "dropped_reasons", "errors",
+        "reasons", "truncated",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.count = 0
+        self.truncated = 0
+        self.dropped_events = 0
         self.errors: list[str] = []
         self.reasons: dict[str, int] = {}
         self.dropped = 0
@@ -123,6 +138,13 @@ class Rejections:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(f"span {index}: {reason}")
+
+    def add_over_budget(self, span_id: bytes, reason: str, message: str) -> None:
+        """A decoded span refused by its budget: named by its id, its index is gone by then."""
+        self.count += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"span {span_id.hex()}: {message}")
 
     def drop(self, where: str, drops: list[Drop]) -> None:
         """Count attributes dropped from an accepted span ("span 3") or a resource."""
@@ -141,6 +163,8 @@ class Rejections:
             reasons=self.reasons,
             dropped=self.dropped,
             dropped_reasons=self.dropped_reasons,
+            truncated=self.truncated,
+            dropped_events=self.dropped_events,
         )
 
 

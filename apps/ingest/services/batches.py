@@ -7,9 +7,18 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.core.binary_sql import server_bound_cursor
+from apps.core.crash_guard import (
+    WorkerDied,
+    claim_abandon,
+    claim_close,
+    claim_open,
+    crash_strikes,
+    strikes_clear,
+)
 from apps.core.isolation import (
     failure_reason,
     items_run,
@@ -89,6 +98,13 @@ def raw_backlog_spans() -> int:
     return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
 
 
+def raw_backlog_spans_by_team() -> dict[int, int]:
+    """Spans waiting to be stored, per team that has any (quarantined batches included:
+    they are a team's to release or discard, and they hold space all the same)."""
+    rows = RawBatch.objects.values("team_id").annotate(total=Sum("span_count"))
+    return {row["team_id"]: int(row["total"] or 0) for row in rows}
+
+
 @dataclass
 class DrainResult:
     batches: int = 0
@@ -96,10 +112,12 @@ class DrainResult:
     spans_new: int = 0
     traces_touched: int = 0
     failed_batches: int = 0
+    # Batches once suspected of killing a drain, found stored or set aside since.
+    suspects_cleared: int = 0
 
     @property
     def more(self) -> bool:
-        return self.batches + self.failed_batches > 0
+        return self.batches + self.failed_batches + self.suspects_cleared > 0
 
 
 def _bodies(pks: list[int]) -> dict[int, bytes]:
@@ -117,7 +135,7 @@ def _decode(batch: RawBatch) -> DecodeResult:
     return decoder(bytes(batch.body))
 
 
-def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
+def raw_batches_drain(*, max_spans: int | None = None, max_bytes: int | None = None) -> DrainResult:
     """Store the spans of the oldest pending batches, coalesced into one write.
 
     Runs in one transaction: the batches are locked (others skip them), their
@@ -125,27 +143,85 @@ def raw_batches_drain(*, max_spans: int | None = None) -> DrainResult:
     back and leaves the batches pending, so the work is simply done again; span
     inserts ignore (trace, span id) pairs already stored, so nothing counts twice.
     A batch that cannot be decoded or stored is quarantined (kept with its error,
-    out of later drains) and the others are stored without it.
+    out of later drains) and the others are stored without it. A batch that was in
+    a drain whose worker died is drained alone, and quarantined once its drains have
+    died ``PASS_CRASH_STRIKES`` times (see ``apps.core.crash_guard``).
     """
-    limit = max_spans or settings.INGEST_DRAIN_MAX_SPANS
-    return pass_with_fallback(lambda isolate: _drain_pass(limit, isolate=isolate))
+    spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
+    size = max_bytes or settings.INGEST_DRAIN_MAX_BYTES
+    suspects = crash_strikes(kind=QuarantineKind.RAW_BATCH)
+    if suspects:
+        return _suspect_drain(suspects)
+    with transaction.atomic():
+        ids = _pending_within_budget(spans, size)
+        claim = claim_open(kind=QuarantineKind.RAW_BATCH, item_ids=ids) if ids else None
+    if claim is None:
+        return DrainResult()
+    return _claimed_drain(ids, claim)
 
 
-def _drain_pass(max_spans: int, *, isolate: bool) -> DrainResult:
+def _claimed_drain(ids: list[int], claim: int) -> DrainResult:
+    try:
+        return pass_with_fallback(lambda isolate: _drain_pass(ids, claim, isolate=isolate))
+    except BaseException:
+        claim_abandon(claim)
+        raise
+
+
+def _pending_within_budget(max_spans: int, max_bytes: int) -> list[int]:
+    """The oldest pending batches, up to the spans and bytes one drain may load.
+
+    The bodies' sizes come from their headers (octet_length reads no TOASTed body),
+    so a drain loads at most max_bytes of them, whatever their spans count says; a
+    batch larger than that is drained alone rather than never.
+    """
+    pending = RawBatch.objects.filter(last_error="").order_by("id")
+    pending = pending.select_for_update(skip_locked=True)
+    rows = pending.annotate(size=RawSQL("octet_length(body)", ())).values_list(
+        "id", "span_count", "size"
+    )
+    ids: list[int] = []
+    spans = size = 0
+    for batch_id, span_count, batch_size in rows[:500]:
+        spans += span_count
+        size += batch_size
+        if ids and (spans > max_spans or size > max_bytes):
+            break
+        ids.append(batch_id)
+    return ids
+
+
+def _suspect_drain(suspects: dict[int, int]) -> DrainResult:
+    """One batch that was in a drain that died: quarantined, or drained on its own."""
+    pending = RawBatch.objects.filter(pk__in=list(suspects), last_error="").defer("body")
+    batch = pending.order_by("id").first()
+    gone = [pk for pk in suspects if batch is None or pk < batch.pk]
+    if gone:  # stored by another drain, or set aside already
+        strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=gone)
+    if batch is None:
+        return DrainResult(suspects_cleared=len(gone))
+    if suspects[batch.pk] >= settings.PASS_CRASH_STRIKES:
+        with transaction.atomic():
+            _batch_quarantine(batch, WorkerDied(suspects[batch.pk]))
+            strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
+        return DrainResult(failed_batches=1)
+    claim = claim_open(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
+    result = _claimed_drain([batch.pk], claim)
+    strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
+    return result
+
+
+def _drain_pass(ids: list[int], claim: int, *, isolate: bool) -> DrainResult:
     result = DrainResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its batches pending: redone
         pass_statement_timeout()
-        pending = RawBatch.objects.filter(last_error="").order_by("id")
-        pending = pending.select_for_update(skip_locked=True)
-        batches: list[RawBatch] = []
-        for batch in pending.defer("body")[:500]:
-            if batches and result.spans_received + batch.span_count > max_spans:
-                break
-            batches.append(batch)
-            result.spans_received += batch.span_count
+        pending = RawBatch.objects.filter(pk__in=ids, last_error="").order_by("id")
+        batches = list(pending.select_for_update(skip_locked=True).defer("body"))
+        claim_close(claim)  # commits with the batches' spans, or not at all
         if not batches:
             return result
+        result.spans_received = sum(batch.span_count for batch in batches)
         bodies = _bodies([b.pk for b in batches])
         ready: list[tuple[RawBatch, bytes]] = []
         for batch in batches:

@@ -87,12 +87,12 @@ def _too_large_as_sent() -> Refusal:
     )
 
 
-def backlog_check() -> None:
-    if backlog_full():
+def backlog_check(*, team_id: int) -> None:
+    if backlog_full(team_id=team_id):
         raise Refusal(
             503,
             "unavailable",
-            "too many spans are waiting to be stored; retry later",
+            "too many of this team's spans are waiting to be stored; retry later",
             retry_after=BACKLOG_RETRY_AFTER_S,
         )
 
@@ -124,7 +124,7 @@ def batch_accept(
     do that work again. A body whose spans were all rejected stores nothing. A token
     whose window is used up is refused before its body costs any decompression.
     """
-    _throttle(rate_limit_wait(token_id=token.pk))
+    _throttle(rate_limit_wait(team_id=token.team_id))
     try:
         raw = decode_body(body, content_encoding, max_size=settings.INGEST_MAX_DECOMPRESSED_BYTES)
         result = DECODERS[encoding](raw)
@@ -136,7 +136,7 @@ def batch_accept(
         raise Refusal(400, "invalid_body", exc.message) from None
     if not result.spans:
         return result
-    _throttle(rate_limit_consume(token_id=token.pk, spans=len(result.spans)))
+    _throttle(rate_limit_consume(team_id=token.team_id, spans=len(result.spans)))
     with transaction.atomic():
         accepted_batch_store(team=token.team, token=token, decoded=result)
         # Robust: the batch is committed either way, and the periodic drain picks it up.
@@ -150,6 +150,6 @@ def _throttle(retry_after: int) -> None:
         raise Refusal(
             429,
             "throttled",
-            f"this ingest token is over its limit of {per_second} spans per second",
+            f"this team is over its limit of {per_second} spans per second",
             retry_after=retry_after,
         )

@@ -12,6 +12,7 @@ the same outcome.
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -46,6 +47,8 @@ _CREATE_STAGING = (
 _LEAST_ROOT_ID = (
     """decode(substr(min(span_id::text COLLATE "C") FILTER (WHERE is_root), 3), 'hex')"""
 )
+# A span's stored size, about: read from the values' headers, nothing is detoasted.
+_SIZE = "octet_length(name) + pg_column_size(attributes) + pg_column_size(events)"
 # Trace rows are created in one (team, trace id) order by every drain, so concurrent
 # drains creating the same traces queue behind each other instead of deadlocking. A
 # trace created here has no stored span yet: all of its spans in this drain are new,
@@ -54,11 +57,12 @@ _LEAST_ROOT_ID = (
 _CREATE_TRACES = f"""
     INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
         span_count, root_span_id, first_span_start_ns, last_span_start_ns, incomplete, error,
-        untracked_critical_ns, revision, root_name, root_service)
+        untracked_critical_ns, revision, root_name, root_service, byte_count)
     SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s, count(*),
-        {_LEAST_ROOT_ID}, min(start_ns), max(start_ns), false, false, 0, 0, '', ''
+        {_LEAST_ROOT_ID}, min(start_ns), max(start_ns), false, false, 0, 0, '', '', sum(size)
     FROM (
-        SELECT team_id, trace_id, span_id, start_ns, bool_or(parent_span_id IS NULL) AS is_root
+        SELECT team_id, trace_id, span_id, start_ns, bool_or(parent_span_id IS NULL) AS is_root,
+            max({_SIZE}) AS size
         FROM {_STAGING}
         GROUP BY team_id, trace_id, span_id, start_ns
     ) AS spans
@@ -70,7 +74,7 @@ _CREATE_TRACES = f"""
 # Then the touched traces that existed before are locked in id order, for the same
 # reason; the ones this drain created are invisible to others until it commits.
 _LOCK_TRACES = f"""
-    SELECT t.id FROM ingest_trace AS t
+    SELECT t.id, t.span_count >= %(cap)s FROM ingest_trace AS t
     WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
         AND t.id <> ALL(%(created)s::bigint[])
     ORDER BY t.id FOR UPDATE OF t
@@ -85,6 +89,9 @@ _INSERT_SPANS = f"""
         -- the whole trace table (a scan of every trace kept) to match a few thousand.
         SELECT id, team_id, trace_id FROM ingest_trace
         WHERE (team_id, trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
+            -- A full trace takes no more spans (the drain that fills it stores all of its
+            -- own): analysis and the trace page load every span of a trace.
+            AND (id <> ALL(%(full)s::bigint[]))
     ), inserted AS (
         INSERT INTO ingest_span ({", ".join(SPAN_COLUMNS)})
         SELECT t.id, s.span_id, s.start_ns, s.team_id, s.trace_id, s.parent_span_id, s.name,
@@ -93,15 +100,17 @@ _INSERT_SPANS = f"""
         FROM {_STAGING} AS s
         JOIN touched AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
         ON CONFLICT DO NOTHING
-        RETURNING trace_pk, span_id, start_ns, parent_span_id IS NULL AS is_root
+        RETURNING trace_pk, span_id, start_ns, parent_span_id IS NULL AS is_root,
+            {_SIZE} AS size
     ), per_trace AS (
-        SELECT trace_pk, count(*) AS new_spans,
+        SELECT trace_pk, count(*) AS new_spans, sum(size) AS new_bytes,
             {_LEAST_ROOT_ID} AS root,
             min(start_ns) AS first_start, max(start_ns) AS last_start
         FROM inserted GROUP BY trace_pk
     )
     UPDATE ingest_trace AS t SET
         span_count = t.span_count + p.new_spans,
+        byte_count = t.byte_count + p.new_bytes,
         last_span_at = %(now)s,
         -- A quarantined trace stays out of analysis until an operator retries it.
         state = CASE WHEN t.state = {TraceState.QUARANTINED} THEN t.state
@@ -112,6 +121,18 @@ _INSERT_SPANS = f"""
     FROM per_trace AS p
     WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s::bigint[])
     RETURNING p.new_spans
+"""
+
+# Counts the spans a full trace was sent in this drain, before they are left out.
+_COUNT_DROPPED = f"""
+    UPDATE ingest_trace AS t SET spans_dropped = t.spans_dropped + d.spans
+    FROM (
+        SELECT t.id, count(*) AS spans FROM {_STAGING} AS s
+        JOIN ingest_trace AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
+        WHERE t.id = ANY(%(full)s::bigint[])
+        GROUP BY t.id
+    ) AS d
+    WHERE t.id = d.id
 """
 
 
@@ -142,12 +163,17 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
         cursor.execute(_CREATE_TRACES, {"now": now})
         created = cursor.fetchall()
         created_pks = array_literal(pk for pk, _ in created)
-        cursor.execute(_LOCK_TRACES, {"created": created_pks})
+        cursor.execute(
+            _LOCK_TRACES, {"created": created_pks, "cap": settings.INGEST_MAX_SPANS_PER_TRACE}
+        )
+        full = array_literal(pk for pk, is_full in cursor.fetchall() if is_full)
+        if full != "{}":
+            cursor.execute(_COUNT_DROPPED, {"full": full})
         # The staging rows meet their traces in a hash join. The planner cannot count the
         # traces touched, guesses few, and would sort every staged row for a merge join:
         # a third of the statement's time.
         cursor.execute("SET LOCAL enable_mergejoin = off")
-        cursor.execute(_INSERT_SPANS, {"now": now, "created": created_pks})
+        cursor.execute(_INSERT_SPANS, {"now": now, "created": created_pks, "full": full})
         counts = [count for _, count in created] + [row[0] for row in cursor.fetchall()]
         cursor.execute("RESET enable_mergejoin")
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
