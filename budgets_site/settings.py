@@ -13,6 +13,7 @@ from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 from kombu import Queue
+from kombu import transport as kombu_transports
 
 from apps.core import embedded_postgres
 
@@ -254,6 +255,9 @@ BROKER_DIR = VAR_DIR / "broker"
 # The host named, though the transport needs none: kombu warns in every process otherwise.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Our subclass writes each message whole (see apps/core/filesystem_broker.py); the
+    # alias reaches every process that reads these settings, and every Connection.
+    kombu_transports.TRANSPORT_ALIASES["filesystem"] = "apps.core.filesystem_broker:Transport"
     for sub in ("queue", "processed"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {

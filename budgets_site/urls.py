@@ -36,3 +36,6 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
 ]
+
+# Unknown API paths answer in the API's JSON error shape, the rest with the 404 page.
+handler404 = "apps.core.views.not_found"

@@ -16,7 +16,12 @@ from django.db import connection
 
 @contextmanager
 def server_bound_cursor() -> Iterator[psycopg.Cursor]:
-    """A server-side binding cursor on Django's PostgreSQL connection."""
+    """A server-side binding cursor on Django's PostgreSQL connection.
+
+    Its errors come out as Django's, as from any other cursor, so that callers telling
+    a database that is away or refusing writes from an item's own failure see the same
+    classes either way (and Django marks a broken connection for closing).
+    """
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield cursor

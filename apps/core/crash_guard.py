@@ -22,11 +22,13 @@ import logging
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.core.models import CrashStrike, PassClaim
 
 logger = logging.getLogger(__name__)
+
 
 class WorkerDied(Exception):
     """The reason an item is quarantined after its passes died with it."""
@@ -53,6 +55,15 @@ _DEAD = """
 """
 
 
+def claimed_ids(*, kind: str) -> RawSQL:
+    """The items other passes of ``kind`` have claimed: for ``.exclude(pk__in=…)``.
+
+    A claim is committed before its pass locks its items, so without this two passes
+    starting together would pick the same oldest items and one of them would idle.
+    """
+    return RawSQL("SELECT unnest(item_ids) FROM core_passclaim WHERE kind = %s", [kind])
+
+
 def claim_open(*, kind: str, item_ids: list[int]) -> int:
     """Record the items a pass is about to work on; commits at once outside a transaction."""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -72,9 +83,12 @@ def claim_abandon(claim_id: int) -> None:
     try:
         PassClaim.objects.filter(pk=claim_id).delete()
     except DatabaseError:
-        # The session is likely gone with the database; the claim then reads as a
-        # crash, which costs its items one pass on their own, nothing more.
+        # The database is away or refusing writes. Ending the session makes the claim
+        # read as a crash, which costs its items one pass on their own; a live session
+        # would keep them claimed, out of every pass, for as long as it lasts.
         logger.warning("claim %s of a failed pass could not be removed", claim_id)
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 def crash_strikes(*, kind: str) -> dict[int, int]:

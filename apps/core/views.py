@@ -1,5 +1,6 @@
 from django.db import DatabaseError
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -53,3 +54,11 @@ def _is_staff(request: HttpRequest) -> bool:
         return bool(request.user.is_staff)
     except DatabaseError:
         return False
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A path no URL matches: the API's error body under /api/, where clients parse JSON
+    (a slug with other characters than a slug's never reaches an API view)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"code": "not_found", "message": "Not found."}}, status=404)
+    return page_not_found(request, exception)

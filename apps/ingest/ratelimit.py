@@ -6,11 +6,13 @@ live in the shared cache (Redis in production) so every web process sees the sam
 counts, and both cost one or two cache round trips per request.
 """
 
+import logging
 import math
 import time
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 
 from apps.ingest.services.batches import raw_backlog_spans_by_team
 
@@ -19,6 +21,11 @@ from apps.ingest.services.batches import raw_backlog_spans_by_team
 WINDOW_S = 5
 # Outlives its window, so a counter never expires while requests still use it.
 _COUNTER_TTL_S = 2 * WINDOW_S
+
+logger = logging.getLogger(__name__)
+# An unreachable cache (Redis restarting) costs the limits their shared counts, not the
+# clients their spans: requests are admitted, and the backlog is read from the database.
+CACHE_ERRORS = (RedisError, OSError)
 
 BACKLOG_KEY = "ingest:backlog-spans-by-team"
 # The backlog is a SUM over pending batches per team; a second-old figure is good enough.
@@ -38,11 +45,15 @@ def rate_limit_consume(*, team_id: int, spans: int, now: float | None = None) ->
     now = time.time() if now is None else now
     window = int(now // WINDOW_S)
     key = _key(team_id, window)
-    total = _add_atomically(key, spans)
-    # A lone batch larger than a whole window's allowance would otherwise never pass.
-    if total <= per_second * WINDOW_S or total == spans:
+    try:
+        total = _add_atomically(key, spans)
+        # A lone batch larger than a whole window's allowance would otherwise never pass.
+        if total <= per_second * WINDOW_S or total == spans:
+            return 0
+        cache.decr(key, spans)
+    except CACHE_ERRORS as exc:
+        _cache_unreachable(exc)
         return 0
-    cache.decr(key, spans)
     return _until_next(window, now)
 
 
@@ -58,7 +69,11 @@ def rate_limit_wait(*, team_id: int, now: float | None = None) -> int:
         return 0
     now = time.time() if now is None else now
     window = int(now // WINDOW_S)
-    used = cache.get(_key(team_id, window))
+    try:
+        used = cache.get(_key(team_id, window))
+    except CACHE_ERRORS as exc:
+        _cache_unreachable(exc)
+        return 0
     if used is None or int(used) < per_second * WINDOW_S:
         return 0
     return _until_next(window, now)
@@ -106,8 +121,19 @@ def backlog_full(*, team_id: int) -> bool:
 
 
 def _backlog_by_team() -> dict[int, int]:
-    backlog = cache.get(BACKLOG_KEY)
+    try:
+        backlog = cache.get(BACKLOG_KEY)
+    except CACHE_ERRORS as exc:
+        _cache_unreachable(exc)
+        return raw_backlog_spans_by_team()
     if backlog is None:
         backlog = raw_backlog_spans_by_team()
-        cache.set(BACKLOG_KEY, backlog, timeout=BACKLOG_TTL_S)
+        try:
+            cache.set(BACKLOG_KEY, backlog, timeout=BACKLOG_TTL_S)
+        except CACHE_ERRORS as exc:
+            _cache_unreachable(exc)
     return dict(backlog)
+
+
+def _cache_unreachable(exc: BaseException) -> None:
+    logger.warning("ingest admission without the shared cache: %s", exc)

@@ -4,6 +4,8 @@ import time
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from apps.ingest.services.batches import raw_batches_drain, raw_batches_pending
 from apps.ingest.services.storage import storage_maintain
@@ -26,9 +28,16 @@ DRAIN_GATHER_S = 0.2
 
 
 def drain_schedule() -> None:
-    """Enqueue a drain unless one was enqueued in the last second: coalesces requests."""
-    if cache.add(DRAIN_SCHEDULED_KEY, 1, timeout=1):
-        drain_raw_batches.delay()
+    """Enqueue a drain unless one was enqueued in the last second: coalesces requests.
+
+    With the cache or the broker away the batch is committed all the same, and the
+    periodic drain takes it: a warning, not a traceback per request.
+    """
+    try:
+        if cache.add(DRAIN_SCHEDULED_KEY, 1, timeout=1):
+            drain_raw_batches.delay()
+    except (RedisError, OSError, OperationalError) as exc:
+        logger.warning("drain not scheduled (%s); the periodic drain will store the batch", exc)
 
 
 def _lease() -> str | None:

@@ -139,3 +139,14 @@ def test_a_trace_whose_analysis_died_twice_is_quarantined_and_the_rest_analyzed(
     assert states[other.pk] != TraceState.OPEN
     reason = QuarantinedItem.objects.get(kind=QuarantineKind.TRACE, item_id=killer.pk).reason
     assert "the worker died" in reason
+
+
+def test_batches_another_live_drain_claimed_are_left_to_it(world: TeamWorld) -> None:
+    theirs, mine = _batch(world, 1), _batch(world, 2)
+    claim_open(kind=KIND, item_ids=[theirs.pk])  # a drain in another process, running
+
+    result = raw_batches_drain()
+
+    assert result.batches == 1
+    assert list(RawBatch.objects.values_list("pk", flat=True)) == [theirs.pk]
+    assert mine.pk not in RawBatch.objects.values_list("pk", flat=True)

@@ -3,8 +3,9 @@
 from collections.abc import Callable
 from types import SimpleNamespace
 
+import psycopg.errors
 import pytest
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, InternalError, OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.ingest import ratelimit
@@ -293,3 +294,53 @@ def test_a_teams_token_writes_only_into_its_own_team(world: TeamWorld) -> None:
     assert Trace.objects.filter(team=world.other_team).count() == 2
     assert Span.objects.filter(team_id=world.team.pk).count() == 3
     assert Span.objects.filter(team_id=world.other_team.pk).count() == 4
+
+
+def test_writes_refused_by_the_database_get_503_with_retry_after(
+    world: TeamWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = ingest_token(world.team)
+
+    def read_only(**kwargs: object) -> None:
+        error = InternalError("cannot execute INSERT in a read-only transaction")
+        error.__cause__ = psycopg.errors.ReadOnlySqlTransaction()
+        raise error
+
+    monkeypatch.setattr(intake, "accepted_batch_store", read_only)
+
+    response = post(OTLP, protobuf_batch(), token=token)
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "10"
+    assert_nothing_written()
+
+
+UNREACHABLE_CACHE = {
+    "default": {
+        "BACKEND": "apps.core.redis_cache.ReusingRedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
+    }
+}
+
+
+@pytest.mark.parametrize(("url", "content_type"), [(OTLP, PROTOBUF), (NATIVE, JSON)])
+def test_an_unreachable_cache_admits_spans_rather_than_answer_500(
+    world: TeamWorld, settings, url: str, content_type: str
+) -> None:
+    token = ingest_token(world.team)
+    body = protobuf_batch() if url == OTLP else native_batch(native_span("01" * 8))
+    settings.CACHES = UNREACHABLE_CACHE
+
+    response = post(url, body, token=token, content_type=content_type)
+
+    assert response.status_code == 200
+    assert RawBatch.objects.count() == 1
+
+
+def test_without_the_cache_the_backlog_is_still_enforced(world: TeamWorld, settings) -> None:
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    _backlog(world.team, 3)
+    token = ingest_token(world.team)
+    settings.CACHES = UNREACHABLE_CACHE
+
+    assert post(OTLP, protobuf_batch(), token=token).status_code == 503

@@ -26,6 +26,7 @@ from apps.core.crash_guard import (
     claim_abandon,
     claim_close,
     claim_open,
+    claimed_ids,
     crash_strikes,
     strikes_clear,
 )
@@ -160,6 +161,7 @@ def traces_finalize_due(
             return suspect
     with transaction.atomic():
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).exclude(pk__in=suspects)
+        due = due.exclude(pk__in=claimed_ids(kind=QuarantineKind.TRACE))
         due = due.order_by("last_span_at").select_for_update(skip_locked=True)
         ids = _within_pass_budget(list(due.values_list("id", "span_count", "byte_count")[:limit]))
         claim = claim_open(kind=QuarantineKind.TRACE, item_ids=ids) if ids else None

@@ -9,6 +9,7 @@ use, drops only that attribute.
 from typing import Any
 
 import msgspec
+from django.conf import settings
 
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.json_depth import json_depth_check
@@ -160,16 +161,18 @@ def _time(value: Time) -> int:
 
 def flat_attributes(values: dict[str, Any], drops: list[Drop], prefix: str = "") -> Attributes:
     """Nested objects become dotted keys; nulls are dropped, and so are values holding
-    an integer beyond 64 bits (added to ``drops``)."""
+    an integer beyond 64 bits (added to ``drops``). An object under a key already over
+    the key length limit stays whole, as in otlp_attributes."""
     out: Attributes = {}
+    key_limit = settings.INGEST_MAX_ATTRIBUTE_KEY_LENGTH
     for key, value in values.items():
         if value is None:
             continue
         kind = type(value)
-        if kind is dict:
+        if kind is dict and len(prefix) + len(key) <= key_limit:
             out.update(flat_attributes(value, drops, f"{prefix}{key}."))
         elif (kind is int and not INT64_MIN <= value <= INT64_MAX) or (
-            kind is list and holds_big_integer(value)
+            (kind is list or kind is dict) and holds_big_integer(value)
         ):
             drops.append(Drop(prefix + key, Problem.BIG_INTEGER, value))
         else:

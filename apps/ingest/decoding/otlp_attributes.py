@@ -10,6 +10,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from apps.ingest.decoding.records import Attributes, finite_or_text
@@ -93,11 +94,18 @@ def _scalar_pair(raw: bytes) -> tuple[str, Any] | None:
 
 
 def flatten_key_values(key_values: Iterable[KeyValue], prefix: str, out: Attributes) -> None:
-    """kvlist values become dotted keys; unset values are dropped."""
+    """kvlist values become dotted keys; unset values are dropped.
+
+    A kvlist under a key already over the key length limit stays whole under that key:
+    every dotted key below it would be a copy of the long prefix, so a small body could
+    make gigabytes of keys, all to be dropped by the span's budget anyway.
+    """
     for key_value in key_values:
         value = key_value.value
         which = value.WhichOneof("value")
-        if which == "kvlist_value":
+        if which == "kvlist_value" and (
+            len(prefix) + len(key_value.key) <= settings.INGEST_MAX_ATTRIBUTE_KEY_LENGTH
+        ):
             flatten_key_values(value.kvlist_value.values, f"{prefix}{key_value.key}.", out)
         elif which is not None:
             out[prefix + key_value.key] = any_value(value)

@@ -11,6 +11,7 @@ import binascii
 from typing import Any
 
 import msgspec
+from django.conf import settings
 
 from apps.ingest.decoding import otlp_json_types as t
 from apps.ingest.decoding.errors import DecodeError
@@ -176,7 +177,10 @@ def attributes_of(
             continue
         if value.string_value is not None:
             out[prefix + key_value.key] = value.string_value
-        elif value.kvlist_value is not None:
+        elif value.kvlist_value is not None and (
+            # Over the key limit, the kvlist stays whole, as in otlp_attributes.
+            len(prefix) + len(key_value.key) <= settings.INGEST_MAX_ATTRIBUTE_KEY_LENGTH
+        ):
             out.update(attributes_of(value.kvlist_value.values, drops, f"{prefix}{key_value.key}."))
         else:
             try:

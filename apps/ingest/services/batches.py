@@ -16,6 +16,7 @@ from apps.core.crash_guard import (
     claim_abandon,
     claim_close,
     claim_open,
+    claimed_ids,
     crash_strikes,
     strikes_clear,
 )
@@ -176,6 +177,7 @@ def _pending_within_budget(max_spans: int, max_bytes: int) -> list[int]:
     batch larger than that is drained alone rather than never.
     """
     pending = RawBatch.objects.filter(last_error="").order_by("id")
+    pending = pending.exclude(pk__in=claimed_ids(kind=QuarantineKind.RAW_BATCH))
     pending = pending.select_for_update(skip_locked=True)
     rows = pending.annotate(size=RawSQL("octet_length(body)", ())).values_list(
         "id", "span_count", "size"

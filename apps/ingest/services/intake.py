@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, InternalError, OperationalError, transaction
 
+from apps.core.isolation import is_transient
 from apps.ingest.decoding import (
     BodyTooLarge,
     DecodeError,
@@ -108,11 +109,17 @@ def database_unavailable() -> Refusal:
 
 @contextmanager
 def database_errors_refused() -> Iterator[None]:
-    """A database that is down or unreachable is a retryable 503, not a 500."""
+    """A database that is down, unreachable or refusing writes is a retryable 503, not a 500."""
     try:
         yield
     except (OperationalError, InterfaceError):
         raise database_unavailable() from None
+    except InternalError as exc:
+        # A demoted primary or a storage guard refuses every write: nobody's request is
+        # at fault, and the client must keep its spans and come back.
+        if is_transient(exc):
+            raise database_unavailable() from None
+        raise
 
 
 def batch_accept(

@@ -92,6 +92,13 @@ def _after_member_action(
         me.refresh_from_db()
         context = _members_context(me, member_error=error)
         return render_page(request, MEMBERS, context, partial="member-table")
+    return _reported(request, me, error=error, success=success)
+
+
+def _reported(
+    request: HtmxHttpRequest, me: Membership, *, error: str, success: str
+) -> HttpResponse:
+    """Without htmx: the outcome as a message on the members page."""
     if error:
         messages.error(request, error)
     else:
@@ -161,11 +168,7 @@ def _after_invitation_action(
     if request.htmx:
         context = _members_context(me, invitation_error=error)
         return render_page(request, MEMBERS, context, partial="invitation-table")
-    if error:
-        messages.error(request, error)
-    else:
-        messages.success(request, success)
-    return redirect("teams:members", team_slug=me.team.slug)
+    return _reported(request, me, error=error, success=success)
 
 
 @login_required
