@@ -1,8 +1,8 @@
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.defaults import page_not_found
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
 
 from apps.core.health import readiness_checks
 from apps.core.quarantine import quarantine_counts, quarantine_latest

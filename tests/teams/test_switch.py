@@ -77,7 +77,7 @@ def test_home_then_follows_the_remembered_team(world: TeamWorld) -> None:
 def test_the_nav_switcher_posts_a_csrf_protected_form(world: TeamWorld) -> None:
     make_team("zeta", owner=world.owner)
     body = client_for(world.owner).get("/teams/acme/members/").content.decode()
-    assert '<form method="post" action="/teams/zeta/"' in body
+    assert '<form class="inline" method="post" action="/teams/zeta/"' in body
     assert 'href="/teams/zeta/"' not in body
     switcher = body[body.index('action="/teams/zeta/"') :]
     assert 'name="csrfmiddlewaretoken"' in switcher[: switcher.index("</form>")]
