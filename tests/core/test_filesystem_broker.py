@@ -17,6 +17,7 @@ def _connection(folder: Path) -> Connection:
             "data_folder_in": str(folder),
             "data_folder_out": str(folder),
             "processed_folder": str(folder),
+            "control_folder": str(folder / "control"),
             "store_processed": False,
         },
     )
