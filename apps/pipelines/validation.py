@@ -30,13 +30,6 @@ def validate_attributes(value: Any) -> dict[str, str | int | float | bool]:
             raise ValidationError("Attribute keys and values cannot contain the NUL character.")
         if isinstance(item, float) and not math.isfinite(item):
             raise ValidationError(f"Attribute “{key}” must equal a finite number, not {item!r}.")
-        # From 1e16 on a float is written with an exponent, which jsonb reads back as an
-        # integer of other digits: the stored rule would no longer equal what was sent.
-        if isinstance(item, float) and abs(item) >= 1e16:
-            raise ValidationError(
-                f"Attribute “{key}”: {item!r} is too large a decimal number; "
-                "write it as a whole number."
-            )
     return value
 
 
