@@ -25,11 +25,6 @@ def validate_attributes(value: Any) -> dict[str, str | int | float | bool]:
             raise ValidationError(
                 f"Attribute “{key}” must equal a string, number or boolean, not {item!r}."
             )
-        # Stored as jsonb, which holds neither NUL characters nor NaN and infinities.
-        if "\x00" in key or (isinstance(item, str) and "\x00" in item):
-            raise ValidationError("Attribute keys and values cannot contain the NUL character.")
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ValidationError(f"Attribute “{key}” must equal a finite number, not {item!r}.")
     return value
 
 

@@ -120,10 +120,6 @@ class Reader:
         if not allow_empty and not value.strip():
             self.error(node.line, f"“{item.key}” must not be empty.")
             return None
-        # A double-quoted "\0" is one; PostgreSQL text cannot hold it.
-        if "\x00" in value:
-            self.error(node.line, f"“{item.key}” cannot contain the NUL character.")
-            return None
         if max_length is not None and len(value) > max_length:
             self.error(node.line, f"“{item.key}” is longer than {max_length} characters.")
             return None
