@@ -1,7 +1,10 @@
+from decimal import Decimal
+
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core.models import TimeStampedModel
+from apps.pipelines.attribute_json import AttributeJSONEncoder
 from apps.teams.models import Team, slug_validator
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
@@ -47,7 +50,9 @@ class Pipeline(TimeStampedModel):
 
     match_service = models.CharField("service.name", max_length=200, blank=True)
     match_root_span = models.CharField("root span name (glob)", max_length=200, blank=True)
-    match_attributes = models.JSONField("root span attributes", default=dict, blank=True)
+    match_attributes = models.JSONField(
+        "root span attributes", default=dict, blank=True, encoder=AttributeJSONEncoder
+    )
 
     # End-to-end budget in milliseconds, at any of the four percentiles.
     budget_p50_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
@@ -61,7 +66,7 @@ class Pipeline(TimeStampedModel):
         decimal_places=3,
         null=True,
         blank=True,
-        validators=[MinValueValidator(1), MaxValueValidator(99.999)],
+        validators=[MinValueValidator(1), MaxValueValidator(Decimal("99.999"))],
     )
     objective_threshold_ms = models.PositiveIntegerField(
         null=True, blank=True, validators=budget_validators
@@ -144,7 +149,7 @@ class SpanRule(TimeStampedModel):
     position = models.PositiveIntegerField(default=0)
     span_name = models.CharField(max_length=500, blank=True)
     name_match = models.CharField(max_length=5, choices=NameMatch.choices, default=NameMatch.GLOB)
-    attributes = models.JSONField(default=dict, blank=True)
+    attributes = models.JSONField(default=dict, blank=True, encoder=AttributeJSONEncoder)
     span_kind = models.CharField(max_length=10, choices=SpanKind.choices, blank=True, default="")
     service = models.CharField(max_length=200, blank=True)
     portion = models.CharField(max_length=20, choices=Portion.choices, default=Portion.WHOLE)

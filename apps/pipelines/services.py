@@ -10,6 +10,7 @@ from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stag
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,
+    validate_attributes_storable,
     validate_glob,
     validate_span_name,
 )
@@ -42,6 +43,7 @@ def _pipeline_validate(pipeline: Pipeline) -> None:
     errors: dict[str, list[str]] = {}
     try:
         validate_attributes(pipeline.match_attributes)
+        validate_attributes_storable(pipeline.match_attributes)
     except ValidationError as exc:
         errors.setdefault("match_attributes", []).extend(exc.messages)
     try:
@@ -220,6 +222,7 @@ def _rule_validate(rule: SpanRule) -> None:
     errors: dict[str, list[str]] = {}
     try:
         validate_attributes(rule.attributes)
+        validate_attributes_storable(rule.attributes)
     except ValidationError as exc:
         errors["attributes"] = exc.messages
     try:

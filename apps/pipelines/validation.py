@@ -28,6 +28,15 @@ def validate_attributes(value: Any) -> dict[str, str | int | float | bool]:
     return value
 
 
+def validate_attributes_storable(value: dict[str, Any]) -> None:
+    """What jsonb cannot keep as it was given: checked where attributes are saved."""
+    for key, item in value.items():
+        if "\x00" in key or (isinstance(item, str) and "\x00" in item):
+            raise ValidationError("Attribute keys and values cannot contain the NUL character.")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError(f"Attribute “{key}” must equal a finite number, not {item!r}.")
+
+
 def _quoted(pattern: str) -> str:
     return pattern if len(pattern) <= 60 else f"{pattern[:60]}…"
 

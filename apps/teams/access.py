@@ -12,7 +12,8 @@ from apps.teams.models import Membership, Role
 
 
 def membership_for_user(*, user: User | AnonymousUser, team_slug: str) -> Membership:
-    if not user.is_authenticated:
+    # A slug holds no NUL; PostgreSQL would refuse the text itself (a 500, not a 404).
+    if not user.is_authenticated or "\x00" in team_slug:
         raise Http404("No such team.")
     try:
         return Membership.objects.select_related("team").get(team__slug=team_slug, user=user)

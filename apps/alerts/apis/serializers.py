@@ -6,7 +6,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -508,7 +507,14 @@ class IncidentOutput(serializers.Serializer):
     def get_status(self, incident: Incident) -> str:
         return "firing" if incident.is_open else "resolved"
 
-    @extend_schema_field(OpenApiTypes.DOUBLE)
+    @extend_schema_field(
+        {
+            "type": "number",
+            "format": "double",
+            "nullable": True,
+            "description": "Seconds from start to resolution; null while firing.",
+        }
+    )
     def get_duration_s(self, incident: Incident) -> float | None:
         if incident.resolved_at is None:
             return None

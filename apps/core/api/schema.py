@@ -25,7 +25,7 @@ ERROR_DESCRIPTIONS = {
     400: "Invalid input (see `fields`), malformed JSON, or `team_required`.",
     401: "Missing, unknown or revoked API token.",
     403: "Viewers cannot change a team's configuration.",
-    404: "No such object in this team, or a team you are not a member of.",
+    404: "No such object in this team, a team you are not a member of, or a page past the last.",
     413: "The request body is too large.",
 }
 

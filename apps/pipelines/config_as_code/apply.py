@@ -1,7 +1,7 @@
 """Services: plan and apply a configuration file, all in one transaction or not at all."""
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 
 from apps.pipelines.config_as_code.document_plan import plan_document
 from apps.pipelines.config_as_code.document_schema import Document, parse_document
@@ -35,7 +35,8 @@ def _run(step: Step, team: Team) -> None:
         step.run(team)
     except ValidationError as exc:
         raise ConfigApplyError(f"Cannot apply “{label}”: {_messages(exc)}", line=step.line) from exc
-    except IntegrityError as exc:
+    # DataError: text the database cannot hold, such as a double-quoted "\0" (NUL).
+    except (IntegrityError, DataError) as exc:
         raise ConfigApplyError(
             f"Cannot apply “{label}”: the database refused it ({exc}).".replace("\n", " "),
             line=step.line,

@@ -75,6 +75,12 @@ class _Converter:
         except ValueError as exc:
             self.errors.append(ConfigError(_line(node), f"Cannot read this value: {exc}."))
             value = None
+        except (LookupError, AttributeError, TypeError):
+            # SafeConstructor meets text that does not fit an explicit tag (an empty
+            # ``!!bool`` or ``!!int``, a ``!!timestamp`` that is no date) with whatever
+            # its parsing happens to raise.
+            self.errors.append(ConfigError(_line(node), f"Cannot read this value as {node.tag}."))
+            value = None
         return Scalar(_line(node), value)
 
     def _mapping(self, node: yaml.MappingNode, depth: int) -> Mapping:
@@ -112,6 +118,11 @@ def load_yaml(text: str) -> tuple[Node, list[ConfigError]]:
         root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigInvalid([_yaml_error(exc)]) from None
+    except UnicodeEncodeError as exc:
+        # Lone surrogates: what undecodable bytes become on a stdin read with
+        # surrogateescape (the POSIX locale). The parser wants UTF-8.
+        line = text.count("\n", 0, exc.start) + 1
+        raise ConfigInvalid([ConfigError(line, "The file is not valid UTF-8 text.")]) from None
     if root is None:
         raise ConfigInvalid([ConfigError(1, "The file is empty.")])
     converter = _Converter()

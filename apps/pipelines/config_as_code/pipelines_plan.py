@@ -5,6 +5,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from apps.pipelines.attribute_json import canonical_attribute
 from apps.pipelines.config_as_code.pipelines_schema import (
     PipelineSpec,
     PipelinesSpec,
@@ -31,7 +32,10 @@ from apps.teams.models import Team
 
 
 def _json(value: Any) -> str:
-    # Type-aware: 1, 1.0 and true are different attribute values.
+    # Type-aware: 1, 1.0 and true are different attribute values. Compared as jsonb
+    # keeps them, so that -0.0 in a file is the 0.0 that was stored.
+    if isinstance(value, dict):
+        value = {key: canonical_attribute(item) for key, item in value.items()}
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
@@ -122,6 +126,9 @@ def _rule_key(fields: dict[str, Any]) -> str:
     if not fields["span_name"]:
         # Without a name the match mode means nothing; do not report it as a change.
         fields["name_match"] = NameMatch.GLOB
+    fields["attributes"] = {
+        key: canonical_attribute(item) for key, item in fields["attributes"].items()
+    }
     return _json(fields)
 
 

@@ -19,7 +19,7 @@ class TeamListApi(ApiView):
 
     @extend_schema(
         summary="Your teams, with your role in each",
-        responses={200: OutputSerializer(many=True), **error_responses(401)},
+        responses={200: OutputSerializer(many=True), **error_responses(401, 404)},
         tags=["teams"],
     )
     def get(self, request: Request) -> Response:
