@@ -64,4 +64,4 @@ def print_rows(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) 
     print(f"\n{title}")
     print("".ljust(width) + "".join(c.rjust(column_width) for c in columns))
     for name, row in rows.items():
-        print(name.ljust(width) + "".join(str(row[c]).rjust(column_width) for c in columns))
+        print(name.ljust(width) + "".join(str(row.get(c, "")).rjust(column_width) for c in columns))

@@ -19,15 +19,20 @@ connect the workers to PostgreSQL directly, or in session mode.
 """
 
 import logging
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
+from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from apps.core.isolation import pass_with_fallback
 from apps.core.models import CrashStrike, PassClaim
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 class WorkerDied(Exception):
@@ -117,3 +122,58 @@ def crash_strikes(*, kind: str) -> dict[int, int]:
 
 def strikes_clear(*, kind: str, item_ids: list[int]) -> None:
     CrashStrike.objects.filter(kind=kind, item_id__in=item_ids).delete()
+
+
+def claimed_run(claim_id: int, run: Callable[[bool], R]) -> R:
+    """A pass under its claim (see ``isolation.pass_with_fallback`` for ``run``'s flag).
+
+    A pass that raises did not crash: its claim goes, and its items earn no strike.
+    """
+    try:
+        return pass_with_fallback(run)
+    except BaseException:
+        claim_abandon(claim_id)
+        raise
+
+
+def suspect_run(
+    *,
+    kind: str,
+    item_id: int,
+    strikes: int,
+    quarantine: Callable[[WorkerDied], R],
+    run: Callable[[int, bool], R],
+) -> R:
+    """One item whose passes died ``strikes`` times: quarantined, or worked on alone.
+
+    ``run(claim_id, isolate)`` is the usual pass over this item only; ``quarantine``
+    sets the item aside, in the transaction that clears its strikes.
+    """
+    if strikes >= settings.PASS_CRASH_STRIKES:
+        with transaction.atomic():
+            result = quarantine(WorkerDied(strikes))
+            strikes_clear(kind=kind, item_ids=[item_id])
+        return result
+    claim = claim_open(kind=kind, item_ids=[item_id])
+    result = claimed_run(claim, lambda isolate: run(claim, isolate))
+    strikes_clear(kind=kind, item_ids=[item_id])
+    return result
+
+
+def within_budget(
+    candidates: Iterable[tuple[int, int, int]], *, max_spans: int, max_bytes: int
+) -> list[int]:
+    """The first items (id, spans, bytes) that together stay within one pass's budget.
+
+    The first item is always taken, so an item larger than the budget is worked on
+    alone rather than never.
+    """
+    ids: list[int] = []
+    spans = size = 0
+    for item_id, span_count, byte_count in candidates:
+        spans += span_count
+        size += byte_count
+        if ids and (spans > max_spans or size > max_bytes):
+            break
+        ids.append(item_id)
+    return ids

@@ -26,11 +26,12 @@ def attribute_number(value: float) -> str:
     return repr(value)
 
 
-def canonical_attribute(value: Any) -> Any:
-    """The value as it reads back from jsonb: negative zero is zero."""
-    if isinstance(value, float) and value == 0:
-        return 0.0
-    return value
+def canonical_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The mapping as it reads back from jsonb: negative zero is zero."""
+    return {
+        key: 0.0 if isinstance(value, float) and value == 0 else value
+        for key, value in attributes.items()
+    }
 
 
 class AttributeJSONEncoder(json.JSONEncoder):
@@ -51,6 +52,6 @@ def _scalar(item: Any) -> bool:
 
 
 def _encoded(item: Any, encoder: json.JSONEncoder) -> str:
-    if isinstance(item, float) and not isinstance(item, bool) and math.isfinite(item):
+    if isinstance(item, float) and math.isfinite(item):
         return attribute_number(item)
     return json.JSONEncoder.encode(encoder, item)

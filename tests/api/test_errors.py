@@ -99,3 +99,14 @@ def test_options_describes_the_resource_without_changing_it(api: ApiWorld):
     assert response.status_code == 200
     assert "application/json" in response.json()["parses"]
     assert db_state() == before
+
+
+def test_a_body_past_djangos_own_cap_gets_413_too(api: ApiWorld):
+    before = db_state()
+    body = json.dumps({"description": "d" * (3 * MAX_BODY_BYTES)})
+    response = token_client(api.world.owner).generic(
+        "PATCH", DETAIL, body, content_type="application/json"
+    )
+    assert response.status_code == 413
+    assert error_of(response)["code"] == "request_too_large"
+    assert db_state() == before

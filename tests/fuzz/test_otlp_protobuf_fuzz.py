@@ -1,5 +1,7 @@
 """The OTLP/protobuf decoder answers any body with span records or a DecodeError."""
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +21,20 @@ from tests.fuzz.protobuf_bodies import (
 )
 
 pytestmark = pytest.mark.fuzz
+
+
+def _span(**fields: Any) -> Span:
+    """A valid span with fixed ids and times; ``fields`` sets or overrides the rest."""
+    return Span(
+        **{
+            "trace_id": b"\x01" * 16,
+            "span_id": b"\x02" * 8,
+            "name": "op",
+            "start_time_unix_nano": 1,
+            "end_time_unix_nano": 2,
+            **fields,
+        }
+    )
 
 
 def _request(*spans: Span, resource: Resource | None = None) -> ExportTraceServiceRequest:
@@ -63,12 +79,8 @@ def test_valid_spans_are_all_accepted_with_their_ids(spans: list[Span]) -> None:
 
 def _with_placeholder(place: str) -> ExportTraceServiceRequest:
     text_value = AnyValue(string_value=PLACEHOLDER)
-    span = Span(
-        trace_id=b"\x01" * 16,
-        span_id=b"\x02" * 8,
+    span = _span(
         name=PLACEHOLDER if place == "name" else "op",
-        start_time_unix_nano=1,
-        end_time_unix_nano=2,
         status=Status(message=PLACEHOLDER if place == "status" else ""),
         events=[Span.Event(name=PLACEHOLDER)] if place == "event" else [],
         attributes={
@@ -136,12 +148,7 @@ def _deep_kvlist(depth: int) -> AnyValue:
 
 def test_decoding_time_grows_linearly_with_spans_of_deeply_nested_attributes() -> None:
     def body(spans: int) -> bytes:
-        span = Span(
-            trace_id=b"\x01" * 16,
-            span_id=b"\x02" * 8,
-            name="op",
-            start_time_unix_nano=1,
-            end_time_unix_nano=2,
+        span = _span(
             attributes=[KeyValue(key=f"a{i}", value=_deep_kvlist(20)) for i in range(8)],
         )
         return _request(*[span] * spans).SerializeToString()
@@ -157,12 +164,7 @@ def test_a_long_key_over_many_nested_values_is_not_copied_into_each() -> None:
     nested = KeyValueList(
         values=[KeyValue(key=f"v{i}", value=AnyValue(int_value=i)) for i in range(200)]
     )
-    span = Span(
-        trace_id=b"\x01" * 16,
-        span_id=b"\x02" * 8,
-        name="op",
-        start_time_unix_nano=1,
-        end_time_unix_nano=2,
+    span = _span(
         attributes=[KeyValue(key="k" * 1_000_000, value=AnyValue(kvlist_value=nested))],
     )
 

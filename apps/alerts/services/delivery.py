@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Q, QuerySet, Window
+from django.db.models import F, Q, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -85,15 +85,13 @@ def _team_busy(notification_id: int, now: datetime) -> bool:
     cap = settings.ALERT_DELIVERIES_PER_TEAM
     if cap <= 0:
         return False
-    team_id = (
-        Notification.objects.filter(pk=notification_id).values_list("team_id", flat=True).first()
-    )
-    if team_id is None:
-        return False
+    # One statement: the team is read in a subquery (none for a notification gone, so
+    # nothing is in flight), and the count stops at the cap.
+    team = Notification.objects.filter(pk=notification_id).values("team_id")
     in_flight = Notification.objects.filter(
-        team_id=team_id, status=NotificationStatus.PENDING, lease_until__gte=now
+        team_id=Subquery(team), status=NotificationStatus.PENDING, lease_until__gte=now
     ).exclude(pk=notification_id)
-    return in_flight.count() >= cap
+    return in_flight[:cap].count() >= cap
 
 
 def _claim(notification_id: int, now: datetime) -> bool:

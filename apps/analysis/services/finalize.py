@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Prefetch, Q
@@ -20,15 +19,17 @@ from apps.analysis.critical_path import find_root
 from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.analysis.spans import Span, unique_spans
-from apps.analysis.stored_spans import analysis_span
+from apps.analysis.stored_spans import spans_of_traces
 from apps.core.crash_guard import (
     WorkerDied,
-    claim_abandon,
     claim_close,
     claim_open,
     claimed_ids,
+    claimed_run,
     crash_strikes,
     strikes_clear,
+    suspect_run,
+    within_budget,
 )
 from apps.core.isolation import (
     ItemDeadline,
@@ -36,7 +37,6 @@ from apps.core.isolation import (
     is_transient,
     items_run,
     pass_statement_timeout,
-    pass_with_fallback,
 )
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
@@ -46,11 +46,6 @@ from apps.ingest.models import Trace, TraceState
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 
 logger = logging.getLogger(__name__)
-
-SPAN_FIELDS = (
-    "trace_pk", "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns",
-    "attributes", "events", "status",
-)  # fmt: skip
 
 
 @dataclass
@@ -82,41 +77,6 @@ def _routers(team_ids: set[int]) -> dict[int, PipelineRouter | Exception]:
         except Exception as exc:  # one team's configuration never stops another's traces
             routers[team_id] = exc
     return routers
-
-
-def _start_bounds(traces: list[Trace]) -> tuple[int, int] | None:
-    """The span starts of all the traces, when every trace knows its own (older rows may not)."""
-    firsts = [t.first_span_start_ns for t in traces]
-    lasts = [t.last_span_start_ns for t in traces]
-    if not traces or any(v is None for v in firsts + lasts):
-        return None
-    return min(v for v in firsts if v is not None), max(v for v in lasts if v is not None)
-
-
-def _trace_spans(traces: list[Trace]) -> dict[int, list[Span]]:
-    """The stored spans of the traces, as analysis spans, per trace row id."""
-    trace_pks = [t.pk for t in traces]
-    spans: dict[int, list[Span]] = defaultdict(list)
-    # JSON columns come back as text and are decoded with msgspec, several times
-    # faster than the ORM's json.loads per value; most spans have no events. The start
-    # bounds (inlined as constants) let PostgreSQL skip the day partitions that cannot
-    # hold these spans instead of probing every day's index for every trace.
-    columns = ", ".join(f"{f}::text" if f in ("attributes", "events") else f for f in SPAN_FIELDS)
-    sql = f"SELECT {columns} FROM ingest_span WHERE trace_pk = ANY(%s::bigint[])"
-    params: list[int | str] = [array_literal(trace_pks)]
-    bounds = _start_bounds(traces)
-    if bounds is not None:
-        sql += " AND start_ns BETWEEN %s AND %s"
-        params += bounds
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    decode = msgspec.json.decode
-    for pk, span_id, parent, name, service, kind, start, end, attributes, events, status in rows:
-        fields = (span_id, parent, name, service, kind, start, end, decode(attributes))
-        events = decode(events) if events != "[]" else None
-        spans[pk].append(analysis_span(*fields, events, status))
-    return spans
 
 
 def _settle_seconds() -> float:
@@ -163,19 +123,15 @@ def traces_finalize_due(
         due = Trace.objects.filter(_due(now), state=TraceState.OPEN).exclude(pk__in=suspects)
         due = due.exclude(pk__in=claimed_ids(kind=QuarantineKind.TRACE))
         due = due.order_by("last_span_at").select_for_update(skip_locked=True)
-        ids = _within_pass_budget(list(due.values_list("id", "span_count", "byte_count")[:limit]))
+        ids = within_budget(
+            due.values_list("id", "span_count", "byte_count")[:limit],
+            max_spans=settings.ANALYSIS_PASS_MAX_SPANS,
+            max_bytes=settings.ANALYSIS_PASS_MAX_BYTES,
+        )
         claim = claim_open(kind=QuarantineKind.TRACE, item_ids=ids) if ids else None
     if claim is None:
         return FinalizeResult()
-    return _claimed_finalize(now, ids, claim)
-
-
-def _claimed_finalize(now: datetime, ids: list[int], claim: int) -> FinalizeResult:
-    try:
-        return pass_with_fallback(lambda isolate: _finalize_pass(now, ids, claim, isolate=isolate))
-    except BaseException:
-        claim_abandon(claim)
-        raise
+    return claimed_run(claim, lambda isolate: _finalize_pass(now, ids, claim, isolate=isolate))
 
 
 def _suspect_finalize(suspects: dict[int, int], now: datetime) -> FinalizeResult | None:
@@ -195,34 +151,18 @@ def _suspect_finalize(suspects: dict[int, int], now: datetime) -> FinalizeResult
     trace = Trace.objects.filter(_due(now), pk__in=open_ids).order_by("id").first()
     if trace is None:
         return None
-    if suspects[trace.pk] >= settings.PASS_CRASH_STRIKES:
-        with transaction.atomic():
-            _trace_quarantine(trace, WorkerDied(suspects[trace.pk]))
-            strikes_clear(kind=kind, item_ids=[trace.pk])
+
+    def quarantine(reason: WorkerDied) -> FinalizeResult:
+        _trace_quarantine(trace, reason)
         return FinalizeResult(quarantined=1)
-    claim = claim_open(kind=kind, item_ids=[trace.pk])
-    result = _claimed_finalize(now, [trace.pk], claim)
-    strikes_clear(kind=kind, item_ids=[trace.pk])
-    return result
 
-
-def _within_pass_budget(candidates: list[tuple[int, int, int]]) -> list[int]:
-    """The first traces (id, spans, bytes) that together stay within what one pass may load.
-
-    The first trace is always taken, so a trace larger than the budget is analyzed
-    alone instead of never.
-    """
-    max_spans = settings.ANALYSIS_PASS_MAX_SPANS
-    max_bytes = settings.ANALYSIS_PASS_MAX_BYTES
-    ids: list[int] = []
-    spans = size = 0
-    for trace_id, span_count, byte_count in candidates:
-        spans += span_count
-        size += byte_count
-        if ids and (spans > max_spans or size > max_bytes):
-            break
-        ids.append(trace_id)
-    return ids
+    return suspect_run(
+        kind=kind,
+        item_id=trace.pk,
+        strikes=suspects[trace.pk],
+        quarantine=quarantine,
+        run=lambda claim, isolate: _finalize_pass(now, [trace.pk], claim, isolate=isolate),
+    )
 
 
 def _finalize_pass(now: datetime, ids: list[int], claim: int, *, isolate: bool) -> FinalizeResult:
@@ -236,7 +176,7 @@ def _finalize_pass(now: datetime, ids: list[int], claim: int, *, isolate: bool) 
         claim_close(claim)  # commits with the traces' analysis, or not at all
         if not traces:
             return result
-        spans = _trace_spans(traces)
+        spans = spans_of_traces(traces)
         routers = _routers({t.team_id for t in traces})
 
         analyzed: list[tuple[Trace, list[SampleRow]]] = []

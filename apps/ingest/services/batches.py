@@ -13,18 +13,19 @@ from django.utils import timezone
 from apps.core.binary_sql import server_bound_cursor
 from apps.core.crash_guard import (
     WorkerDied,
-    claim_abandon,
     claim_close,
     claim_open,
     claimed_ids,
+    claimed_run,
     crash_strikes,
     strikes_clear,
+    suspect_run,
+    within_budget,
 )
 from apps.core.isolation import (
     failure_reason,
     items_run,
     pass_statement_timeout,
-    pass_with_fallback,
 )
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
@@ -158,15 +159,7 @@ def raw_batches_drain(*, max_spans: int | None = None, max_bytes: int | None = N
         claim = claim_open(kind=QuarantineKind.RAW_BATCH, item_ids=ids) if ids else None
     if claim is None:
         return DrainResult()
-    return _claimed_drain(ids, claim)
-
-
-def _claimed_drain(ids: list[int], claim: int) -> DrainResult:
-    try:
-        return pass_with_fallback(lambda isolate: _drain_pass(ids, claim, isolate=isolate))
-    except BaseException:
-        claim_abandon(claim)
-        raise
+    return claimed_run(claim, lambda isolate: _drain_pass(ids, claim, isolate=isolate))
 
 
 def _pending_within_budget(max_spans: int, max_bytes: int) -> list[int]:
@@ -182,15 +175,7 @@ def _pending_within_budget(max_spans: int, max_bytes: int) -> list[int]:
     rows = pending.annotate(size=RawSQL("octet_length(body)", ())).values_list(
         "id", "span_count", "size"
     )
-    ids: list[int] = []
-    spans = size = 0
-    for batch_id, span_count, batch_size in rows[:500]:
-        spans += span_count
-        size += batch_size
-        if ids and (spans > max_spans or size > max_bytes):
-            break
-        ids.append(batch_id)
-    return ids
+    return within_budget(rows[:500], max_spans=max_spans, max_bytes=max_bytes)
 
 
 def _suspect_drain(suspects: dict[int, int]) -> DrainResult:
@@ -202,15 +187,18 @@ def _suspect_drain(suspects: dict[int, int]) -> DrainResult:
         strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=gone)
     if batch is None:
         return DrainResult(suspects_cleared=len(gone))
-    if suspects[batch.pk] >= settings.PASS_CRASH_STRIKES:
-        with transaction.atomic():
-            _batch_quarantine(batch, WorkerDied(suspects[batch.pk]))
-            strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
+
+    def quarantine(reason: WorkerDied) -> DrainResult:
+        _batch_quarantine(batch, reason)
         return DrainResult(failed_batches=1)
-    claim = claim_open(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
-    result = _claimed_drain([batch.pk], claim)
-    strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=[batch.pk])
-    return result
+
+    return suspect_run(
+        kind=QuarantineKind.RAW_BATCH,
+        item_id=batch.pk,
+        strikes=suspects[batch.pk],
+        quarantine=quarantine,
+        run=lambda claim, isolate: _drain_pass([batch.pk], claim, isolate=isolate),
+    )
 
 
 def _drain_pass(ids: list[int], claim: int, *, isolate: bool) -> DrainResult:

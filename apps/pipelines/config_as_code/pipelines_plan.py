@@ -5,7 +5,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from apps.pipelines.attribute_json import canonical_attribute
+from apps.pipelines.attribute_json import canonical_attributes
 from apps.pipelines.config_as_code.pipelines_schema import (
     PipelineSpec,
     PipelinesSpec,
@@ -35,7 +35,7 @@ def _json(value: Any) -> str:
     # Type-aware: 1, 1.0 and true are different attribute values. Compared as jsonb
     # keeps them, so that -0.0 in a file is the 0.0 that was stored.
     if isinstance(value, dict):
-        value = {key: canonical_attribute(item) for key, item in value.items()}
+        value = canonical_attributes(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
@@ -126,9 +126,7 @@ def _rule_key(fields: dict[str, Any]) -> str:
     if not fields["span_name"]:
         # Without a name the match mode means nothing; do not report it as a change.
         fields["name_match"] = NameMatch.GLOB
-    fields["attributes"] = {
-        key: canonical_attribute(item) for key, item in fields["attributes"].items()
-    }
+    fields["attributes"] = canonical_attributes(fields["attributes"])
     return _json(fields)
 
 

@@ -83,16 +83,26 @@ def members(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return render(request, MEMBERS, _members_context(me, invite_form=form))
 
 
-def _after_member_action(
-    request: HtmxHttpRequest, me: Membership, *, error: str, success: str
+def _after_action(
+    request: HtmxHttpRequest, me: Membership, *, table: str, error: str, success: str
 ) -> HttpResponse:
-    """Swap the member table in place for htmx; otherwise report and redirect."""
+    """Swap ``table`` (a partial of the page) in place for htmx; otherwise report and redirect."""
     if request.htmx:
         # The actor may have changed their own role; render what they may now do.
         me.refresh_from_db()
-        context = _members_context(me, member_error=error)
-        return render_page(request, MEMBERS, context, partial="member-table")
+        context = _members_context(
+            me,
+            member_error=error if table == "member" else "",
+            invitation_error=error if table == "invitation" else "",
+        )
+        return render_page(request, MEMBERS, context, partial=f"{table}-table")
     return _reported(request, me, error=error, success=success)
+
+
+def _after_member_action(
+    request: HtmxHttpRequest, me: Membership, *, error: str, success: str
+) -> HttpResponse:
+    return _after_action(request, me, table="member", error=error, success=success)
 
 
 def _reported(
@@ -164,11 +174,7 @@ def leave(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 def _after_invitation_action(
     request: HtmxHttpRequest, me: Membership, *, error: str, success: str
 ) -> HttpResponse:
-    """Swap the invitation table in place for htmx; otherwise report and redirect."""
-    if request.htmx:
-        context = _members_context(me, invitation_error=error)
-        return render_page(request, MEMBERS, context, partial="invitation-table")
-    return _reported(request, me, error=error, success=success)
+    return _after_action(request, me, table="invitation", error=error, success=success)
 
 
 @login_required
