@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     rollup,
     sketch,
     soak,
+    whatif,
 )
 
 BENCHMARKS: dict[str, Callable[[], int | None]] = {
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[], int | None]] = {
     "evaluation": evaluation.run,
     "dashboards": dashboards.run,
     "alerts": alerts.run,
+    "whatif": whatif.run,
     "soak": soak.run,
 }
 # Run only when named: half an hour of the whole stack (``python -m bench soak``).

@@ -268,7 +268,7 @@ def run() -> None:
         ]  # fmt: skip
         worker = [
             sys.executable, "-m", "celery", "-A", "budgets_site", "worker", "-B",
-            "-Q", "ingest,rollup,alerts", "--concurrency", "2", "--loglevel", "WARNING",
+            "-Q", "ingest,rollup,alerts,whatif", "--concurrency", "2", "--loglevel", "WARNING",
             "--schedule", str(logs / "beat-schedule"),
         ]  # fmt: skip
         # The defaults of every setting but one: the receiver listens on loopback.

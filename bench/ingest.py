@@ -324,7 +324,7 @@ def _end_to_end(
     worker_env = _env({})
     worker = [
         sys.executable, "-m", "celery", "-A", "budgets_site", "worker", "-B",
-        "-Q", "ingest,rollup,alerts", "--concurrency", str(WORKER_CONCURRENCY),
+        "-Q", "ingest,rollup,alerts,whatif", "--concurrency", str(WORKER_CONCURRENCY),
         "--loglevel", "WARNING", "--schedule", str(logs / "beat-schedule"),
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip

@@ -21,6 +21,7 @@ from bench.ingest import _free_port, _process, _wait_http
 # firing, and reminders keep the delivery path busy through the run.
 STAGES: list[tuple[str, int, list[dict[str, Any]]]] = [
     ("auth", 40, [{"span_name": "auth*"}]),
+    ("history", 120, [{"span_name": "history.*"}]),
     ("rewrite", 250, [{"span_name": "rewrite*"}]),
     ("embedding", 120, [{"attributes": {"gen_ai.operation.name": "embeddings"}}]),
     ("retrieval", 350, [{"attributes": {"openinference.span.kind": "RETRIEVER"}}]),
@@ -77,7 +78,7 @@ def running_stack(logs: Path, *, web_workers: int, concurrency: int) -> Iterator
     ]  # fmt: skip
     celery = [sys.executable, "-m", "celery", "-A", "budgets_site"]
     worker = [
-        *celery, "worker", "-Q", "ingest,rollup,alerts", "--concurrency", str(concurrency),
+        *celery, "worker", "-Q", "ingest,rollup,alerts,whatif", "--concurrency", str(concurrency),
         "--loglevel", "WARNING", "--hostname", f"soak-{port}@%h",
     ]  # fmt: skip
     beat = [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(logs / "beat-schedule")]

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "apps.analysis",
     "apps.rollups",
     "apps.alerts",
+    "apps.whatif",
     "apps.dashboards",
 ]
 
@@ -291,7 +292,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
-CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("ingest", "rollup", "alerts"))
+CELERY_TASK_QUEUES = tuple(
+    Queue(name, routing_key=name) for name in ("ingest", "rollup", "alerts", "whatif")
+)
 CELERY_TASK_DEFAULT_QUEUE = "rollup"
 CELERY_TASK_ROUTES = {
     "apps.ingest.*": {"queue": "ingest"},
@@ -301,6 +304,8 @@ CELERY_TASK_ROUTES = {
     "apps.analysis.*": {"queue": "ingest"},
     "apps.rollups.*": {"queue": "rollup"},
     "apps.alerts.*": {"queue": "alerts"},
+    # Replays take a second or two each: never in front of ingestion, rollups or alerts.
+    "apps.whatif.*": {"queue": "whatif"},
     "apps.core.*": {"queue": "rollup"},
 }
 CELERY_BEAT_SCHEDULE = {
@@ -318,6 +323,7 @@ CELERY_BEAT_SCHEDULE = {
     "alerts-evaluate": {"task": "apps.alerts.tasks.evaluate_alerts", "schedule": 10.0},
     # Safety net: deliveries are enqueued when written and when a retry is due.
     "alerts-deliver-due": {"task": "apps.alerts.tasks.deliver_due_notifications", "schedule": 5.0},
+    "whatif-expire": {"task": "apps.whatif.tasks.expire_whatif_runs", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -449,6 +455,22 @@ INVITATION_EXPIRY_DAYS = _int("INVITATION_EXPIRY_DAYS", default=7, least=1)
 INVITATION_RESEND_INTERVAL_S = _int("INVITATION_RESEND_INTERVAL_S", default=300, least=0)
 # Invitation e-mails (new and resent) one user may send per hour; 0 turns the limit off.
 INVITATION_SENDS_PER_HOUR = _int("INVITATION_SENDS_PER_HOUR", default=30, least=0)
+
+# --- What-if: replays of a pipeline's traces under changes (docs/whatif.md) ---------
+# A replay's sample holds at most this many spans (a trace is never cut: past the budget
+# further traces are left out), which bounds a worker's memory whatever a team sends.
+WHATIF_MAX_SPANS = _int("WHATIF_MAX_SPANS", default=400_000, least=1000)
+# Runs one team may have waiting or running at once; more are answered 429.
+WHATIF_RUNS_PER_TEAM = _int("WHATIF_RUNS_PER_TEAM", default=2, least=1)
+# A run not finished this long after it was asked (or claimed) is asked again; one whose
+# worker died this many times fails instead of taking another worker down.
+WHATIF_RUN_TIMEOUT_S = _int("WHATIF_RUN_TIMEOUT_S", default=120, least=10)
+WHATIF_MAX_ATTEMPTS = _int("WHATIF_MAX_ATTEMPTS", default=2, least=1)
+# Answers are kept and reused for the same question for this long.
+WHATIF_RESULT_TTL_S = _int("WHATIF_RESULT_TTL_S", default=86400, least=60)
+# How long the API and the page wait for a worker's answer before saying "still running".
+WHATIF_WAIT_S = _seconds("WHATIF_WAIT_S", default=20.0)
+WHATIF_PAGE_WAIT_S = _seconds("WHATIF_PAGE_WAIT_S", default=8.0)
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

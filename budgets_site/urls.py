@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/v1/", include("apps.rollups.api_urls")),
     path("api/v1/", include("apps.dashboards.api_urls")),
     path("api/v1/", include("apps.alerts.api_urls")),
+    path("api/v1/", include("apps.whatif.api_urls")),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(permission_classes=[AllowAny]),

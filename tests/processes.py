@@ -46,7 +46,7 @@ def process_env(**extra: str) -> dict[str, str]:
 @contextmanager
 def celery_worker(
     log_path: Path,
-    queues: str = "ingest,rollup,alerts",
+    queues: str = "ingest,rollup,alerts,whatif",
     *,
     beat: bool = False,
     env: dict[str, str] | None = None,

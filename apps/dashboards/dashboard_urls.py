@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.dashboards.views import dashboards, details
+from apps.dashboards.views import dashboards, details, whatif
 
 app_name = "dashboards"
 
@@ -8,6 +8,13 @@ urlpatterns = [
     path("", dashboards.team_home, name="team_home"),
     path("<slug:pipeline_slug>/", dashboards.pipeline_dashboard, name="pipeline"),
     path("<slug:pipeline_slug>/fit/", details.fit_check, name="fit"),
+    path("<slug:pipeline_slug>/whatif/", whatif.whatif_page_view, name="whatif"),
+    path("<slug:pipeline_slug>/whatif/save/", whatif.whatif_save, name="whatif_save"),
+    path(
+        "<slug:pipeline_slug>/whatif/scenarios/<int:scenario_id>/delete/",
+        whatif.whatif_scenario_delete,
+        name="whatif_scenario_delete",
+    ),
     path("<slug:pipeline_slug>/fit/apply/", details.fit_apply, name="fit_apply"),
     path(
         "<slug:pipeline_slug>/stages/<int:stage_id>/rule-test/",

@@ -13,6 +13,8 @@ PAGES = [
     "/teams/acme/dashboards/rag-chat/",
     "/teams/acme/dashboards/rag-chat/stages/retrieval/",
     "/teams/acme/dashboards/rag-chat/fit/",
+    "/teams/acme/dashboards/rag-chat/whatif/",
+    "/teams/acme/dashboards/rag-chat/whatif/?change=retrieval:scale:0.5",
     "/teams/acme/violations/",
     "/teams/acme/traces/",
     "/teams/acme/traces/unmatched/",

@@ -177,7 +177,7 @@ class Stack:
             "worker",
             [
                 python, "-m", "celery", "-A", "budgets_site", "worker",
-                "-Q", "ingest,rollup,alerts", "--concurrency", "2", "--loglevel", "INFO",
+                "-Q", "ingest,rollup,alerts,whatif", "--concurrency", "2", "--loglevel", "INFO",
                 "--without-gossip", "--without-mingle", "--hostname", "faults@%h",
             ],
             log=self.logs / "worker.log",

@@ -36,6 +36,7 @@ from apps.ingest.models import RawBatch
 from apps.ingest.simulator import (
     CountingExporter,
     Profile,
+    Switches,
     TracePlanner,
     TraceShape,
     drain,
@@ -54,14 +55,21 @@ from tests.traces import T0
 
 
 def emitted(
-    count: int, *, seed: int = 7, profile: Profile | None = None, shape: TraceShape | None = None
+    count: int,
+    *,
+    seed: int = 7,
+    profile: Profile | None = None,
+    shape: TraceShape | None = None,
+    switches: Switches | None = None,
 ) -> list[list[ReadableSpan]]:
     """`count` traces replayed into an in-memory exporter, each as its spans, root first."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    planner = TracePlanner(rng=random.Random(seed), shape=shape or TraceShape(), profile=profile)
+    planner = TracePlanner(
+        rng=random.Random(seed), shape=shape or TraceShape(), profile=profile, switches=switches
+    )
     for i in range(count):
         emit_trace(tracer=tracer, plan=planner.plan(), start_ns=T0 + i * S)
     by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
@@ -97,6 +105,7 @@ def test_a_trace_is_a_server_root_with_the_rag_chat_steps_in_order() -> None:
     )
     assert [s.name.split(" ")[0] for s in children] == [
         "auth.verify_session",
+        "history.load",
         "rewrite_query",
         "embeddings",
         "retrieve_documents",
@@ -206,6 +215,7 @@ def test_durations_have_realistic_medians_slow_outliers_and_tool_calls() -> None
         )
 
     assert 8 <= median_ms("auth") <= 12
+    assert 50 <= median_ms("history") <= 70
     assert 120 <= median_ms("rewrite") <= 180
     assert 32 <= median_ms("embeddings") <= 48
     assert 100 <= median_ms("vector.search") <= 140
@@ -218,6 +228,62 @@ def test_durations_have_realistic_medians_slow_outliers_and_tool_calls() -> None
             assert (tool.attributes or {})["gen_ai.operation.name"] == "execute_tool"
     auth = sorted((end(s) - start(s)) / 1e6 for spans in traces for s in named(spans, "auth"))
     assert auth[-1] > 3 * 10  # an outlier, far past the lognormal tail of ~2.5x
+
+
+def test_history_and_rewrite_start_together_when_switched_to_concurrent() -> None:
+    quiet = Profile(error_rate=0, outlier_rate=0, tool_rate=0)
+    for spans in emitted(50, profile=quiet, switches=Switches(concurrent_history_rewrite=True)):
+        [history], [rewrite] = named(spans, "history.load"), named(spans, "rewrite_query")
+        [embedding] = named(spans, "embeddings")
+        assert start(history) == start(rewrite)
+        assert max(end(history), end(rewrite)) <= start(embedding)
+    for spans in emitted(50, profile=quiet):
+        [history], [rewrite] = named(spans, "history.load"), named(spans, "rewrite_query")
+        assert end(history) <= start(rewrite)
+
+
+def test_rerank_is_left_out_when_switched_off() -> None:
+    traces = emitted(100, profile=Profile(error_rate=0.2), switches=Switches(skip_rerank=True))
+    assert not any(named(spans, "rerank") for spans in traces)
+    for spans in traces:
+        if spans[0].status.status_code == StatusCode.ERROR:
+            # A failing request failed at a step that ran, not at the rerank left out.
+            assert any(s.status.status_code == StatusCode.ERROR for s in spans[1:])
+
+
+def test_a_retrieval_cache_answers_its_share_of_requests_in_milliseconds() -> None:
+    traces = emitted(
+        1000, profile=Profile(error_rate=0), switches=Switches(retrieval_cache_hit_ratio=0.4)
+    )
+    hits = [named(spans, "vector.search cache") for spans in traces]
+    assert 0.35 <= sum(1 for h in hits if h) / len(traces) <= 0.45
+    hit_ms = [(end(s) - start(s)) / 1e6 for found in hits for s in found]
+    assert 12 <= statistics.median(hit_ms) <= 18
+    for spans, found in zip(traces, hits, strict=True):
+        # A hit replaces the fan-out to the shards.
+        assert bool(found) != bool(named(spans, "retrieve_documents"))
+
+
+def _after_first_token_ns(span: ReadableSpan) -> float:
+    ttft_s = float((span.attributes or {})["gen_ai.response.time_to_first_chunk"])  # type: ignore[arg-type]
+    return end(span) - start(span) - ttft_s * 1e9
+
+
+def test_generation_speedup_shortens_the_part_after_the_first_token() -> None:
+    def generation_ns(switches: Switches | None) -> float:
+        chats = [s for t in emitted(400, seed=11, switches=switches) for s in named(t, "chat ")]
+        timed = [s for s in chats if "gen_ai.response.time_to_first_chunk" in (s.attributes or {})]
+        return statistics.median(_after_first_token_ns(s) for s in timed)
+
+    ratio = generation_ns(Switches(generation_speedup=0.2)) / generation_ns(None)
+    assert 0.75 <= ratio <= 0.85
+
+
+def test_switches_out_of_range_are_refused() -> None:
+    with pytest.raises(ValueError, match="hit ratio"):
+        Switches(retrieval_cache_hit_ratio=1.5)
+    with pytest.raises(ValueError, match="speed-up"):
+        Switches(generation_speedup=1.0)
 
 
 def test_the_same_seed_gives_the_same_shapes() -> None:
@@ -495,6 +561,8 @@ def test_demo_setup_replaces_a_revoked_demo_token(db: None, settings: Any, tmp_p
         ({"duration": 0}, "--duration must be a positive number"),
         ({"url": "ftp://example.com"}, "--url must be an http:// or https:// URL"),
         ({"url": "localhost:8000"}, "--url must be an http:// or https:// URL"),
+        ({"retrieval_cache": 1.5}, "hit ratio is between 0 and 1"),
+        ({"generation_speedup": 1.0}, "speed-up is at least 0 and under 1"),
     ],
 )
 def test_the_command_explains_bad_arguments(

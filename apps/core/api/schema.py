@@ -27,6 +27,8 @@ ERROR_DESCRIPTIONS = {
     403: "Viewers cannot change a team's configuration.",
     404: "No such object in this team, a team you are not a member of, or a page past the last.",
     413: "The request body is too large.",
+    422: "The request was understood but its computation failed (see `message`).",
+    429: "Too many requests of this team at once; retry after `Retry-After` seconds.",
 }
 
 

@@ -1,6 +1,7 @@
 """Template filters for figures: durations as ms or s, fractions as percent, stage colours."""
 
 from datetime import datetime
+from typing import Any
 
 from django import template
 
@@ -43,3 +44,9 @@ def ns_datetime(ns: int | None) -> datetime | None:
 def mark_row(index: int) -> int:
     """The y of a chart mark's label: one 14-unit row per mark, above the plot."""
     return 4 + 14 * int(index)
+
+
+@register.filter
+def describe_change(change: Any, names: dict[str, str]) -> str:
+    """A what-if change in words, with the stages' names ("Rerank removed")."""
+    return str(change.describe(names))

@@ -16,6 +16,8 @@ from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeF
 from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
 from apps.dashboards.selectors.overview import team_overview
 from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
+from apps.dashboards.whatif_forms import DEFAULT_WINDOW
+from apps.dashboards.whatif_forms import WINDOWS as WHATIF_WINDOWS
 from apps.pipelines.access import pipeline_for_user
 from apps.rollups.selectors import WINDOWS
 from apps.rollups.selectors.percentiles import QUANTILES
@@ -109,6 +111,8 @@ def pipeline_dashboard(
         "page": page,
         "page_query": range_.query(),
         "sort_links": _sort_links(range_, page.sort, page.descending),
+        # The what-if panel replays recent traces: the dashboard's window when it has one.
+        "whatif_window": range_.window if range_.window in WHATIF_WINDOWS else DEFAULT_WINDOW,
         **common_context(form, range_, windows=[*WINDOWS]),
     }
     return render_page(request, PIPELINE, context, partial="figures")

@@ -7,11 +7,18 @@ only the pacing between traces follows the wall clock.
 """
 
 from apps.ingest.simulator.send import CountingExporter, drain, emit_trace, run_paced
-from apps.ingest.simulator.traffic_plan import Profile, TracePlanner, TraceShape, shape_for_pipeline
+from apps.ingest.simulator.traffic_plan import (
+    Profile,
+    Switches,
+    TracePlanner,
+    TraceShape,
+    shape_for_pipeline,
+)
 
 __all__ = [
     "CountingExporter",
     "Profile",
+    "Switches",
     "TracePlanner",
     "TraceShape",
     "drain",

@@ -2,6 +2,7 @@
 
 import math
 import random
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ DEFAULT_ROOT_SPAN = "POST /chat"
 # Median milliseconds and lognormal spread per step; the spread sets how long the tail is.
 MEDIAN_MS = {
     "auth": 10.0,
+    "history": 60.0,
     "rewrite": 150.0,
     "embedding": 40.0,
     "retrieval": 120.0,
@@ -26,8 +28,11 @@ MEDIAN_MS = {
 }
 SIGMA = {"tool": 0.5, "generation": 0.4}
 DEFAULT_SIGMA = 0.3
+# A cache hit's retrieval: one lookup instead of the shards' vector search.
+CACHE_HIT_MEDIAN_MS = 15.0
 ERROR_MESSAGES = {
     "auth": "session store unavailable",
+    "history": "conversation store timed out",
     "rewrite": "model provider returned 503",
     "embedding": "embedding request timed out",
     "retrieval": "vector index shard unavailable",
@@ -43,6 +48,23 @@ class Profile:
     error_rate: float = 0.01
     outlier_rate: float = 0.02
     tool_rate: float = 0.2
+
+
+@dataclass(frozen=True)
+class Switches:
+    """Changes to the pipeline itself, as a team would ship them: the traffic they make
+    is what a what-if predicts (``docs/whatif.md``). The default is the pipeline as is."""
+
+    concurrent_history_rewrite: bool = False  # load history while rewriting the query
+    skip_rerank: bool = False
+    retrieval_cache_hit_ratio: float = 0.0  # a hit answers in ~CACHE_HIT_MEDIAN_MS
+    generation_speedup: float = 0.0  # 0.2: generation takes 20 % less time
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.retrieval_cache_hit_ratio <= 1:
+            raise ValueError("The retrieval cache's hit ratio is between 0 and 1.")
+        if not 0 <= self.generation_speedup < 1:
+            raise ValueError("The generation speed-up is at least 0 and under 1.")
 
 
 @dataclass(frozen=True)
@@ -103,43 +125,73 @@ class TracePlanner:
     """Draws the schedule of one RAG chat request at a time."""
 
     def __init__(
-        self, *, rng: random.Random, shape: TraceShape, profile: Profile | None = None
+        self,
+        *,
+        rng: random.Random,
+        shape: TraceShape,
+        profile: Profile | None = None,
+        switches: Switches | None = None,
     ) -> None:
         self.rng = rng
         self.shape = shape
         self.profile = profile or Profile()
+        self.switches = switches or Switches()
         self._spans: list[PlannedSpan] = []
         self._slow: str | None = None  # the step whose next span is an outlier
 
     def plan(self) -> TracePlan:
-        rng, profile = self.rng, self.profile
-        with_tools = rng.random() < profile.tool_rate
-        slow_candidates = [step for step in MEDIAN_MS if with_tools or step != "tool"]
-        self._slow = rng.choice(slow_candidates) if rng.random() < profile.outlier_rate else None
-        failing = rng.choice(list(ERROR_MESSAGES)) if rng.random() < profile.error_rate else None
+        # Each step draws from a stream of its own, seeded once per trace: the same seed
+        # gives the same durations to every step that runs, whatever the switches add or
+        # leave out, so traffic with and without a change can be compared trace by trace.
+        self._seed = self.rng.getrandbits(64)
+        self._streams: dict[str, random.Random] = {}
+        decide, profile, switches = self._stream("trace"), self.profile, self.switches
+        with_tools = decide.random() < profile.tool_rate
+        outlier, slow = decide.random(), decide.choice(list(MEDIAN_MS))
+        # The slow step of an outlier trace; a step that does not run is not slow.
+        self._slow = slow if outlier < profile.outlier_rate else None
+        errs, chosen = decide.random(), decide.choice(list(ERROR_MESSAGES))
+        failing: str | None = chosen
+        if errs >= profile.error_rate or (chosen == "rerank" and switches.skip_rerank):
+            failing = None  # a step left out cannot fail
+        self._failing = failing
         self._spans = []
         root = self._add(None, self.shape.root_span, SpanKind.SERVER, 0.0, 0.0, {})
-        steps: list[tuple[str, Callable[[float, str | None], float]]] = [
-            ("auth", self._auth),
-            ("rewrite", self._rewrite),
-            ("embedding", self._embedding),
-            ("retrieval", self._retrieval),
-            ("rerank", self._rerank),
-        ]
+        steps: list[tuple[str, Callable[[float, str | None], float]]] = [("auth", self._auth)]
+        if switches.concurrent_history_rewrite:
+            steps.append(("history", self._history_with_rewrite))
+        else:
+            steps += [("history", self._history), ("rewrite", self._rewrite)]
+        steps += [("embedding", self._embedding), ("retrieval", self._retrieval)]
+        if not switches.skip_rerank:
+            steps.append(("rerank", self._rerank))
         if with_tools:
             steps.append(("tool", self._tools))
         steps.append(("chat", self._chat))
-        cursor = self._gap()
+        cursor = self._gap("start")
         for name, step in steps:
             error = ERROR_MESSAGES[name] if name == failing else None
-            cursor = step(cursor, error) + self._gap()
-            if error:
+            cursor = step(cursor, error) + self._gap(name)
+            if self._failed:
                 break  # the request fails here: nothing after the failing step runs
-        root.end_ms = cursor + self._gap()
+        root.end_ms = cursor + self._gap("end")
         root.attributes = self._root_attributes(failed=failing is not None)
         if failing is not None:
             root.error = ERROR_MESSAGES[failing]
         return TracePlan(self._spans)
+
+    def _stream(self, name: str) -> random.Random:
+        stream = self._streams.get(name)
+        if stream is None:
+            key = _STREAM_KEYS.get(name)
+            if key is None:
+                key = _STREAM_KEYS[name] = zlib.crc32(name.encode()) * 0x9E3779B97F4A7C15
+            stream = self._streams[name] = _Stream((self._seed ^ key) & _MASK)
+        return stream
+
+    @property
+    def _failed(self) -> bool:
+        return any(span.error is not None for span in self._spans[1:])
 
     def _add(
         self,
@@ -158,17 +210,17 @@ class TracePlanner:
         return span
 
     def _draw(self, step: str) -> float:
-        duration = self.rng.lognormvariate(
-            math.log(MEDIAN_MS[step]), SIGMA.get(step, DEFAULT_SIGMA)
-        )
+        stream = self._stream(step)
+        duration = stream.lognormvariate(math.log(MEDIAN_MS[step]), SIGMA.get(step, DEFAULT_SIGMA))
+        slow_by = stream.uniform(3.0, 8.0)
         if step == self._slow:
-            duration *= self.rng.uniform(3.0, 8.0)
+            duration *= slow_by
             self._slow = None  # one slow span per outlier trace
         return duration
 
-    def _gap(self) -> float:
+    def _gap(self, after: str) -> float:
         # Orchestration between steps: small, and on nobody's stage.
-        return self.rng.uniform(0.2, 2.5)
+        return self._stream(f"gap-{after}").uniform(0.2, 2.5)
 
     def _root_attributes(self, *, failed: bool) -> dict[str, AttributeValue]:
         attributes: dict[str, AttributeValue] = {}
@@ -184,10 +236,27 @@ class TracePlanner:
         self._add(0, "auth.verify_session", SpanKind.INTERNAL, start, end, {}, error)
         return end
 
+    def _history(self, start: float, error: str | None) -> float:
+        end = start + self._draw("history")
+        attributes: dict[str, AttributeValue] = {
+            "db.system.name": "redis",
+            "db.operation.name": "GET",
+            "db.namespace": "conversations",
+        }
+        self._add(0, "history.load", SpanKind.CLIENT, start, end, attributes, error)
+        return end
+
+    def _history_with_rewrite(self, start: float, error: str | None) -> float:
+        """Both at once: the rewrite no longer waits for the history to load."""
+        history_end = self._history(start, error)
+        rewrite_error = ERROR_MESSAGES["rewrite"] if self._failing == "rewrite" else None
+        return max(history_end, self._rewrite(start, rewrite_error))
+
     def _rewrite(self, start: float, error: str | None) -> float:
         end = start + self._draw("rewrite")
-        attributes = _llm_attributes("gpt-4o-mini", self.rng.randint(200, 600))
-        attributes["gen_ai.usage.output_tokens"] = self.rng.randint(12, 40)
+        stream = self._stream("rewrite")
+        attributes = _llm_attributes("gpt-4o-mini", stream.randint(200, 600))
+        attributes["gen_ai.usage.output_tokens"] = stream.randint(12, 40)
         self._add(0, "rewrite_query gpt-4o-mini", SpanKind.CLIENT, start, end, attributes, error)
         return end
 
@@ -197,7 +266,7 @@ class TracePlanner:
             "gen_ai.operation.name": "embeddings",
             "gen_ai.provider.name": "openai",
             "gen_ai.request.model": "text-embedding-3-small",
-            "gen_ai.usage.input_tokens": self.rng.randint(8, 60),
+            "gen_ai.usage.input_tokens": self._stream("embedding").randint(8, 60),
             "openinference.span.kind": "EMBEDDING",
         }
         name = "embeddings text-embedding-3-small"
@@ -205,6 +274,9 @@ class TracePlanner:
         return end
 
     def _retrieval(self, start: float, error: str | None) -> float:
+        if self._stream("cache").random() < self.switches.retrieval_cache_hit_ratio and not error:
+            return self._retrieval_cached(start)
+        stream = self._stream("retrieval")
         fan_out = self._add(
             0,
             "retrieve_documents",
@@ -213,12 +285,12 @@ class TracePlanner:
             start,
             {"openinference.span.kind": "CHAIN"},
         )
-        shards = self.rng.randint(2, 4)
-        failing_shard = self.rng.randrange(shards) if error else -1
+        shards = stream.randint(2, 4)
+        failing_shard = stream.randrange(shards) if error else -1
         ends = []
         for shard in range(shards):
             # Queries go out together; the slowest shard holds up everything after it.
-            shard_start = start + self.rng.uniform(0.05, 1.5)
+            shard_start = start + stream.uniform(0.05, 1.5)
             shard_end = shard_start + self._draw("retrieval")
             attributes: dict[str, AttributeValue] = {
                 "openinference.span.kind": "RETRIEVER",
@@ -238,9 +310,20 @@ class TracePlanner:
                 shard_error,
             )
             ends.append(shard_end)
-        fan_out.end_ms = max(ends) + self.rng.uniform(0.1, 1.0)
+        fan_out.end_ms = max(ends) + stream.uniform(0.1, 1.0)
         fan_out.error = error
         return fan_out.end_ms
+
+    def _retrieval_cached(self, start: float) -> float:
+        hit_ms = self._stream("cache").lognormvariate(math.log(CACHE_HIT_MEDIAN_MS), DEFAULT_SIGMA)
+        end = start + hit_ms
+        attributes: dict[str, AttributeValue] = {
+            "openinference.span.kind": "RETRIEVER",
+            "db.system.name": "redis",
+            "retrieval.cache": "hit",
+        }
+        self._add(0, "vector.search cache", SpanKind.CLIENT, start, end, attributes)
+        return end
 
     def _rerank(self, start: float, error: str | None) -> float:
         end = start + self._draw("rerank")
@@ -254,8 +337,9 @@ class TracePlanner:
 
     def _tools(self, start: float, error: str | None) -> float:
         cursor = start
-        for tool in self.rng.sample(
-            ["web_search", "get_order_status", "calculator"], k=self.rng.randint(1, 2)
+        stream = self._stream("tools")
+        for tool in stream.sample(
+            ["web_search", "get_order_status", "calculator"], k=stream.randint(1, 2)
         ):
             end = cursor + self._draw("tool")
             attributes: dict[str, AttributeValue] = {
@@ -264,25 +348,45 @@ class TracePlanner:
                 "openinference.span.kind": "TOOL",
             }
             self._add(0, f"execute_tool {tool}", SpanKind.INTERNAL, cursor, end, attributes, error)
-            cursor = end + self._gap()
+            cursor = end + self._gap(f"tool-{tool}")
         return cursor
 
     def _chat(self, start: float, error: str | None) -> float:
         ttft = self._draw("ttft")
-        generation = self._draw("generation")
-        tokens_per_second = self.rng.uniform(60.0, 110.0)
-        attributes = _llm_attributes("gpt-4o", self.rng.randint(1500, 4000))
+        generation = self._draw("generation") * (1 - self.switches.generation_speedup)
+        stream = self._stream("chat")
+        tokens_per_second = stream.uniform(60.0, 110.0)
+        attributes = _llm_attributes("gpt-4o", stream.randint(1500, 4000))
         attributes["gen_ai.usage.output_tokens"] = max(
             1, round(generation / 1000 * tokens_per_second)
         )
         end = start + ttft + generation
         span = self._add(0, "chat gpt-4o", SpanKind.CLIENT, start, end, attributes, error)
         # Instrumentations report the first token either way; both must be understood.
-        if self.rng.random() < 0.5:
+        if stream.random() < 0.5:
             attributes["gen_ai.response.time_to_first_chunk"] = ttft / 1000
         else:
             span.events.append(("first_token", start + ttft, {}))
         return end
+
+
+_MASK = (1 << 64) - 1
+_STREAM_KEYS: dict[str, int] = {}
+
+
+class _Stream(random.Random):
+    """One step's numbers for one trace (splitmix64 from a seed): random.Random's methods
+    on top, started in a fraction of a microsecond where random.Random fills 2.5 KB of
+    state for every seed, which would cost more than the rest of a trace's plan."""
+
+    def __init__(self, seed: int) -> None:  # no random.Random state to seed: random() is ours
+        self._state = seed
+
+    def random(self) -> float:
+        self._state = state = (self._state + 0x9E3779B97F4A7C15) & _MASK
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
 
 
 def _llm_attributes(model: str, input_tokens: int) -> dict[str, AttributeValue]:

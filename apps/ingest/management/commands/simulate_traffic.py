@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from apps.ingest.simulator import (
     CountingExporter,
+    Switches,
     TracePlanner,
     drain,
     run_paced,
@@ -61,6 +62,29 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, help="Repeat the same durations and errors.")
         parser.add_argument("--gzip", action="store_true", help="Compress requests with gzip.")
+        switches = parser.add_argument_group(
+            "pipeline changes", "Send traffic as if the pipeline had been changed (docs/whatif.md)."
+        )
+        switches.add_argument(
+            "--concurrent-history-rewrite",
+            action="store_true",
+            help="Load the conversation history while rewriting the query, not before.",
+        )
+        switches.add_argument("--skip-rerank", action="store_true", help="Leave out rerank.")
+        switches.add_argument(
+            "--retrieval-cache",
+            type=float,
+            default=0.0,
+            metavar="HIT_RATIO",
+            help="Answer this share (0 to 1) of retrievals from a cache, in about 15 ms.",
+        )
+        switches.add_argument(
+            "--generation-speedup",
+            type=float,
+            default=0.0,
+            metavar="FRACTION",
+            help="Generation takes this much less time: 0.2 is 20 %% faster.",
+        )
         parser.add_argument(
             "--wait",
             type=float,
@@ -76,6 +100,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--duration must be a positive number of seconds, not {duration:g}."
             )
+        try:
+            switches = Switches(
+                concurrent_history_rewrite=options["concurrent_history_rewrite"],
+                skip_rerank=options["skip_rerank"],
+                retrieval_cache_hit_ratio=options["retrieval_cache"],
+                generation_speedup=options["generation_speedup"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         team = team_by_slug(slug=options["team"])
         if team is None:
             raise CommandError(f"No team with the slug “{options['team']}”.")
@@ -97,6 +130,7 @@ class Command(BaseCommand):
             duration=duration,
             seed=options["seed"],
             gzip=options["gzip"],
+            switches=switches,
         )
 
     def _run(
@@ -109,6 +143,7 @@ class Command(BaseCommand):
         duration: float | None,
         seed: int | None,
         gzip: bool,
+        switches: Switches,
     ) -> None:
         shape = shape_for_pipeline(pipeline=pipeline)
         exporter = CountingExporter(
@@ -128,7 +163,7 @@ class Command(BaseCommand):
         queue_size = max(2048, int(rps * 15 * 10))
         provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue_size))
         # Seeds the shapes only: random ids keep two runs from colliding on the server.
-        planner = TracePlanner(rng=random.Random(seed), shape=shape)
+        planner = TracePlanner(rng=random.Random(seed), shape=shape, switches=switches)
         self.stdout.write(
             f"Sending {rps:g} traces/s of “{pipeline.name}” as {shape.service} “{shape.root_span}” "
             f"to {endpoint} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"

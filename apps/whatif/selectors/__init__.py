@@ -1,0 +1,2 @@
+"""Reads of what-if: trace samples, the replays and lever searches computed from them,
+runs and saved scenarios."""
