@@ -1,7 +1,9 @@
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.pipelines.models import Pipeline
 from budgets_site.celery import app
@@ -24,6 +26,9 @@ class Chat:
     pipeline: Pipeline
     sent: Sent
     theirs: Pipeline
+    # Fixed bounds around the traffic: a question asked twice stays the same question
+    # across a 10-second boundary, where a window ending "now" would move.
+    window: dict[str, str]
 
 
 @pytest.fixture
@@ -34,4 +39,9 @@ def chat(world: TeamWorld) -> Chat:
     sent = send_traffic(world.team, traces=300, seed=5)
     theirs = rag_pipeline(world.other_team)
     send_traffic(world.other_team, traces=50, seed=6)
-    return Chat(world, pipeline, sent, theirs)
+    now = timezone.now()
+    window = {
+        "from": (now - timedelta(hours=1)).isoformat(),
+        "to": (now + timedelta(minutes=5)).isoformat(),
+    }
+    return Chat(world, pipeline, sent, theirs, window)

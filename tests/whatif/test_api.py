@@ -35,16 +35,18 @@ def nearest_rank_ms(values: list[float], q: float) -> float:
     return round(ordered[max(int(np.ceil(q * len(ordered))), 1) - 1], 1)
 
 
-def ask(user: Any, changes: list[dict[str, Any]], **extra: Any) -> Any:
-    return token_client(user).post(
-        URL + "?team=acme", {"window": "1h", "changes": changes, **extra}, format="json"
-    )
+def ask(chat: Chat, user: Any, changes: Any, **extra: Any) -> Any:
+    body = {**chat.window, "changes": changes, **extra}
+    if "window" in extra:
+        body.pop("from")
+        body.pop("to")
+    return token_client(user).post(URL + "?team=acme", body, format="json")
 
 
 def test_the_owner_gets_before_and_after_of_every_trace_of_the_window(
     chat: Chat, eager: None
 ) -> None:
-    response = ask(chat.world.owner, FIVE_CHANGES)
+    response = ask(chat, chat.world.owner, FIVE_CHANGES)
 
     assert response.status_code == 200, response.content
     body = response.json()
@@ -64,7 +66,7 @@ def test_the_owner_gets_before_and_after_of_every_trace_of_the_window(
 def test_a_replay_without_changes_gives_the_stored_traces_own_percentiles(
     chat: Chat, eager: None
 ) -> None:
-    body = ask(chat.world.owner, []).json()
+    body = ask(chat, chat.world.owner, []).json()
 
     traces = Trace.objects.filter(pipeline=chat.pipeline)
     e2e = [(t.end_ns - t.start_ns) / MS for t in traces if t.start_ns and t.end_ns]
@@ -82,8 +84,8 @@ def test_a_replay_without_changes_gives_the_stored_traces_own_percentiles(
 
 
 def test_the_same_question_reuses_its_run(chat: Chat, eager: None) -> None:
-    first = ask(chat.world.owner, FIVE_CHANGES).json()
-    again = ask(chat.world.editor, list(reversed(FIVE_CHANGES))).json()
+    first = ask(chat, chat.world.owner, FIVE_CHANGES).json()
+    again = ask(chat, chat.world.editor, list(reversed(FIVE_CHANGES))).json()
 
     assert first["run"] == again["run"]
     assert WhatIfRun.objects.count() == 1
@@ -92,9 +94,9 @@ def test_the_same_question_reuses_its_run(chat: Chat, eager: None) -> None:
 
 
 def test_a_viewer_may_ask_but_an_outsider_gets_404(chat: Chat, eager: None) -> None:
-    assert ask(chat.world.viewer, FIVE_CHANGES).status_code == 200
+    assert ask(chat, chat.world.viewer, FIVE_CHANGES).status_code == 200
     outsider = token_client(chat.world.outsider).post(
-        URL + "?team=acme", {"changes": []}, format="json"
+        URL + "?team=acme", {**chat.window, "changes": []}, format="json"
     )
     assert outsider.status_code == 404
 
@@ -102,7 +104,9 @@ def test_a_viewer_may_ask_but_an_outsider_gets_404(chat: Chat, eager: None) -> N
 def test_the_outsider_replays_their_own_pipeline_of_the_same_slug_only(
     chat: Chat, eager: None
 ) -> None:
-    response = token_client(chat.world.outsider).post(URL, {"changes": []}, format="json")
+    response = token_client(chat.world.outsider).post(
+        URL, {**chat.window, "changes": []}, format="json"
+    )
 
     assert response.status_code == 200
     assert response.json()["traces"] == 50
@@ -128,7 +132,7 @@ def test_the_outsider_replays_their_own_pipeline_of_the_same_slug_only(
 def test_bad_changes_are_a_400_naming_what_is_wrong(
     chat: Chat, eager: None, changes: Any, message: str
 ) -> None:
-    response = ask(chat.world.owner, changes)
+    response = ask(chat, chat.world.owner, changes)
 
     assert response.status_code == 400
     assert message in str(error_of(response)["fields"])
@@ -138,7 +142,7 @@ def test_bad_changes_are_a_400_naming_what_is_wrong(
 def test_a_cap_at_the_budget_needs_a_budget(chat: Chat, eager: None) -> None:
     Stage.objects.filter(pipeline=chat.pipeline, slug="tool").update(budget_ms=None)
 
-    response = ask(chat.world.owner, [{"stage": "tool", "op": "cap", "at": "budget"}])
+    response = ask(chat, chat.world.owner, [{"stage": "tool", "op": "cap", "at": "budget"}])
 
     assert response.status_code == 400
     assert "no budget" in str(error_of(response)["fields"])
@@ -148,7 +152,7 @@ def test_a_cap_at_the_budget_needs_a_budget(chat: Chat, eager: None) -> None:
     "extra", [{"traces": 5}, {"traces": 10**6}, {"percentile": "p42"}, {"window": "3y"}]
 )
 def test_bad_parameters_are_a_400(chat: Chat, eager: None, extra: dict[str, Any]) -> None:
-    assert ask(chat.world.owner, [], **extra).status_code == 400
+    assert ask(chat, chat.world.owner, [], **extra).status_code == 400
 
 
 def test_an_oversized_body_is_a_413(chat: Chat) -> None:
@@ -161,7 +165,9 @@ def test_an_oversized_body_is_a_413(chat: Chat) -> None:
 
 def test_without_a_worker_the_answer_is_a_run_to_poll(chat: Chat) -> None:
     client = token_client(chat.world.owner)
-    response = client.post(URL + "?team=acme", {"changes": FIVE_CHANGES}, format="json")
+    response = client.post(
+        URL + "?team=acme", {**chat.window, "changes": FIVE_CHANGES}, format="json"
+    )
 
     assert response.status_code == 202
     body = response.json()
@@ -181,23 +187,37 @@ def test_a_team_with_its_runs_in_flight_gets_429_while_another_team_is_served(ch
     owner = token_client(chat.world.owner)
     for factor in (0.5, 0.6):
         change = [{"stage": "rerank", "op": "scale", "factor": factor}]
-        assert owner.post(URL + "?team=acme", {"changes": change}, format="json").status_code == 202
+        assert (
+            owner.post(
+                URL + "?team=acme", {**chat.window, "changes": change}, format="json"
+            ).status_code
+            == 202
+        )
 
-    refused = owner.post(URL + "?team=acme", {"changes": []}, format="json")
-    served = token_client(chat.world.outsider).post(URL, {"changes": []}, format="json")
+    refused = owner.post(URL + "?team=acme", {**chat.window, "changes": []}, format="json")
+    served = token_client(chat.world.outsider).post(
+        URL, {**chat.window, "changes": []}, format="json"
+    )
 
     assert refused.status_code == 429
     assert refused["Retry-After"] == "5"
     assert served.status_code == 202
     # Asking again for a run already in flight is no new run: it is answered.
     change = [{"stage": "rerank", "op": "scale", "factor": 0.5}]
-    assert owner.post(URL + "?team=acme", {"changes": change}, format="json").status_code == 202
+    assert (
+        owner.post(
+            URL + "?team=acme", {**chat.window, "changes": change}, format="json"
+        ).status_code
+        == 202
+    )
 
 
 def test_a_run_whose_pipeline_changed_under_it_fails_with_a_422(chat: Chat) -> None:
     client = token_client(chat.world.owner)
     change = [{"stage": "rerank", "op": "remove"}]
-    pending = client.post(URL + "?team=acme", {"changes": change}, format="json").json()
+    pending = client.post(
+        URL + "?team=acme", {**chat.window, "changes": change}, format="json"
+    ).json()
     Stage.objects.filter(pipeline=chat.pipeline, slug="rerank").update(slug="rerank-v2")
 
     assert whatif_run_compute(run_id=pending["run"]) == RunStatus.FAILED
@@ -207,7 +227,7 @@ def test_a_run_whose_pipeline_changed_under_it_fails_with_a_422(chat: Chat) -> N
 
 
 def test_a_run_whose_worker_died_twice_fails_instead_of_killing_a_third(chat: Chat) -> None:
-    pending = ask(chat.world.owner, FIVE_CHANGES).json()
+    pending = ask(chat, chat.world.owner, FIVE_CHANGES).json()
     stale = {"status": RunStatus.RUNNING, "attempts": 2}
     WhatIfRun.objects.filter(pk=pending["run"]).update(**stale, started_at="2000-01-01T00:00Z")
 
@@ -216,7 +236,7 @@ def test_a_run_whose_worker_died_twice_fails_instead_of_killing_a_third(chat: Ch
 
 
 def test_the_levers_name_what_would_move_the_p95(chat: Chat, eager: None) -> None:
-    response = token_client(chat.world.viewer).get(LEVERS, {"team": "acme", "window": "1h"})
+    response = token_client(chat.world.viewer).get(LEVERS, {"team": "acme", **chat.window})
 
     assert response.status_code == 200, response.content
     body = response.json()
@@ -280,7 +300,7 @@ def test_a_scenario_must_have_a_name_and_valid_changes(chat: Chat, body: dict[st
 
 
 def test_reading_a_finished_run_takes_a_few_queries(chat: Chat, eager: None) -> None:
-    first = ask(chat.world.owner, FIVE_CHANGES).json()
+    first = ask(chat, chat.world.owner, FIVE_CHANGES).json()
     client = token_client(chat.world.owner)
     url = f"{URL}/{first['run']}?team=acme"
     client.get(url)  # the token's first use writes its last-used time
