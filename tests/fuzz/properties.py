@@ -1,5 +1,6 @@
 """What every fuzz test checks of a decoder's answer, and of its running time."""
 
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -76,12 +77,21 @@ def json_safe_check(value: Any) -> None:
 
 
 def best_time(run: Callable[[], object], repeat: int = 3) -> float:
-    """The fastest of a few runs: the least disturbed by whatever else the machine does."""
+    """The fastest of a few runs: the least disturbed by whatever else the machine does.
+
+    The garbage collector is off while a run is timed, as ``timeit`` has it: late in a
+    long session the heap holds every earlier test's leftovers, and a full collection
+    that happens to fall in one run took longer than the run itself."""
     times = []
     for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        finally:
+            gc.enable()
     return min(times)
 
 
