@@ -456,6 +456,12 @@ INVITATION_RESEND_INTERVAL_S = _int("INVITATION_RESEND_INTERVAL_S", default=300,
 # Invitation e-mails (new and resent) one user may send per hour; 0 turns the limit off.
 INVITATION_SENDS_PER_HOUR = _int("INVITATION_SENDS_PER_HOUR", default=30, least=0)
 
+# --- Accounts: what one user account may hold over all the teams it created ----------
+# Anyone may sign up and create teams, so the caps that protect everyone else are
+# counted per account, never per team (apps/teams/accounts.py); 0 turns a cap off.
+ACCOUNT_MAX_TEAMS = _int("ACCOUNT_MAX_TEAMS", default=10, least=0)
+ACCOUNT_MAX_PIPELINES = _int("ACCOUNT_MAX_PIPELINES", default=100, least=0)
+
 # --- What-if: replays of a pipeline's traces under changes (docs/whatif.md) ---------
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget
 # further traces are left out), which bounds a worker's memory whatever a team sends.

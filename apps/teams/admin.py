@@ -12,8 +12,9 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "created_at"]
-    search_fields = ["slug", "name"]
+    list_display = ["slug", "name", "account", "created_at"]
+    search_fields = ["slug", "name", "account__username"]
+    raw_id_fields = ["account"]
     inlines = [MembershipInline]
 
 

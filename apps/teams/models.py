@@ -21,6 +21,16 @@ class Role(models.TextChoices):
 class Team(TimeStampedModel):
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=100)
+    # The user account whose allowances the team draws on (apps/teams/accounts.py): the
+    # one that created it. None for a team an operator made on the server, which is an
+    # account of its own.
+    account = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="accounted_teams",
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
@@ -93,6 +103,8 @@ class ApiToken(BearerToken):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
+    # None: until revoked (or until its owner's password changes).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(BearerToken.Meta):
         pass

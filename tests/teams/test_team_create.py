@@ -3,6 +3,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.teams.models import Membership, Role, Team
+from apps.teams.services import team_create
 from tests.conftest import TeamWorld, client_for
 from tests.factories import make_user
 from tests.teams.conftest import assert_redirects_to_login
@@ -70,3 +71,27 @@ def test_oversized_name_is_rejected(db: None) -> None:
     response = client_for(make_user()).post(URL, {"slug": "ok", "name": "n" * 101})
     assert response.status_code == 200
     assert not Team.objects.exists()
+
+
+def test_a_new_team_draws_on_its_creators_account(world: TeamWorld) -> None:
+    client_for(world.viewer).post(URL, {"slug": "initech", "name": "Initech"})
+    assert Team.objects.get(slug="initech").account == world.viewer
+    assert world.team.account == world.owner
+
+
+def test_an_account_creates_at_most_its_cap_of_teams(db: None, settings) -> None:
+    settings.ACCOUNT_MAX_TEAMS = 3
+    user = make_user()
+    client = client_for(user)
+    for n in range(3):
+        assert client.post(URL, {"slug": f"t{n}", "name": ""}).status_code == 302
+    response = client.post(URL, {"slug": "t3", "name": ""})
+    assert response.status_code == 200
+    assert "ACCOUNT_MAX_TEAMS=3" in response.content.decode()
+    assert not Team.objects.filter(slug="t3").exists()
+    # Another account is not affected by this one's teams.
+    assert client_for(make_user()).post(URL, {"slug": "t3", "name": ""}).status_code == 302
+
+
+def test_a_team_made_on_the_server_has_no_account_and_counts_for_nobody(db: None) -> None:
+    assert team_create(slug="ops", name="Ops").account is None

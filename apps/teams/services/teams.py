@@ -1,22 +1,43 @@
 """Teams, accounts and memberships, with each user's default team."""
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
+from apps.teams.accounts import account_cap_error
 from apps.teams.models import Membership, Role, Team
 
 
 @transaction.atomic
 def team_create(*, slug: str, name: str, owner: User | None = None) -> Team:
-    team = Team(slug=slug, name=name or slug)
+    """A new team; its owner's account is the one whose allowances it draws on.
+
+    An account may create ``ACCOUNT_MAX_TEAMS`` teams; a team made without an owner (an
+    operator's, on the server) is not counted against anyone.
+    """
+    team = Team(slug=slug, name=name or slug, account=owner)
     team.full_clean()
+    if owner is not None:
+        _team_cap_check(owner)
     team.save()
     if owner is not None:
         membership = Membership.objects.create(team=team, user=owner, role=Role.OWNER)
         membership_default_settle(membership=membership)
     return team
+
+
+def _team_cap_check(owner: User) -> None:
+    cap = settings.ACCOUNT_MAX_TEAMS
+    if not cap:
+        return
+    list(User.objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    used = Team.objects.filter(account=owner).count()
+    if used >= cap:
+        raise account_cap_error(
+            what="teams", used=used, cap=cap, setting="ACCOUNT_MAX_TEAMS", code="too_many_teams"
+        )
 
 
 def user_create(*, username: str, email: str = "", password: str | None = None) -> User:
