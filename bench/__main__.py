@@ -24,6 +24,7 @@ from bench import (  # noqa: E402
     sketch,
     soak,
     whatif,
+    whatif_serving,
 )
 
 BENCHMARKS: dict[str, Callable[[], int | None]] = {
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[], int | None]] = {
     "dashboards": dashboards.run,
     "alerts": alerts.run,
     "whatif": whatif.run,
+    "whatif_serving": whatif_serving.run,
     "soak": soak.run,
 }
 # Run only when named: half an hour of the whole stack (``python -m bench soak``).

@@ -34,8 +34,9 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import setup_test_environment
 
-from bench.ingest import _env, _free_port, _process, _wait_http
+from bench.ingest import _env, _process, _wait_http
 from bench.report import percentile, print_rows, write
+from tests.processes import free_port
 
 PIPELINES = int(os.environ.get("BENCH_ALERT_PIPELINES", "20"))
 RPS = float(os.environ.get("BENCH_ALERT_RPS", "2"))
@@ -261,7 +262,7 @@ def run() -> None:
         url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
         token, pipelines = _setup(url)
         flows = [_Flow(p.slug, p.match_root_span, p.pk, p.stages.get().pk) for p in pipelines]
-        port = _free_port()
+        port = free_port()
         web = [
             sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
             "--worker-class", "gthread", "--threads", "4", "--bind", f"127.0.0.1:{port}",

@@ -27,14 +27,9 @@ import io
 import os
 import pstats
 import random
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -50,8 +45,8 @@ from apps.core.time import NS_PER_S, NS_PER_US
 from bench.cpu import CpuMeter
 from bench.decode import to_otlp_json, to_protobuf, trace_spans
 from bench.report import percentile, print_rows, write
+from tests.processes import free_port, running
 
-ROOT = Path(__file__).resolve().parent.parent
 TRACES_PER_BATCH = 64  # 8 spans each: 512 spans per request
 ACCEPT_REQUESTS = int(os.environ.get("BENCH_ACCEPT_REQUESTS", "300"))
 DURATION_S = float(os.environ.get("BENCH_DURATION", "120"))
@@ -65,12 +60,6 @@ WARMUP_S = 10.0
 CONNECTIONS = 4
 # Pool processes of the one Celery worker (Celery's default is one per core).
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "2"))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _batches(count: int, encode: Any, rng: random.Random) -> list[bytes]:
@@ -176,19 +165,8 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     )
 
 
-@contextmanager
-def _process(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def _process(args: list[str], log: Path, env: dict[str, str]) -> Any:
+    return running(args, log_path=log, env=env, stop_timeout=30)
 
 
 def _wait_http(port: int, timeout: float = 30) -> None:
@@ -442,7 +420,7 @@ def run() -> None:
         token, _ = _setup()
         from apps.ingest.models import RawBatch
 
-        port = _free_port()
+        port = free_port()
         web = [
             sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
             "--worker-class", "gthread", "--threads", str(CONNECTIONS),

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import _free_port, _process, _wait_http
+from bench.ingest import _process, _wait_http
+from tests.processes import free_port
 
 # Stages as in the demo pipeline (demo/budgets.yaml), which the simulator's traces fit;
 # the ttft budget is under the simulated p95 (about 740 ms), so its alert fires and keeps
@@ -66,7 +67,7 @@ def running_stack(logs: Path, *, web_workers: int, concurrency: int) -> Iterator
     # over, and an hourly task would come due at a moment of the last run's choosing.
     for stale_state in logs.glob("beat-schedule*"):
         stale_state.unlink()
-    port = _free_port()
+    port = free_port()
     env = stack_env()
     web = [
         sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", str(web_workers),

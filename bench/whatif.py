@@ -35,7 +35,7 @@ BACKTEST_TRACES = int(os.environ.get("BENCH_WHATIF_TRACES", "20000"))
 SEED = 23
 
 
-def _timed(function: Any, runs: int) -> dict[str, Any]:
+def timed_runs(function: Any, runs: int) -> dict[str, Any]:
     walls, cpus = [], []
     for _ in range(runs):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -108,10 +108,12 @@ def _in_memory_rows() -> tuple[dict[str, dict[str, Any]], int]:
 
     lever_stages = [LeverStage(s.slug, s.name) for s in stages]
     rows = {
-        "model 2,000 traces (in memory)": _timed(build, max(RUNS // 6, 3)),
-        "replay, five changes": _timed(lambda: replay(model, scenario), RUNS),
-        "replay + figures + bootstrap": _timed(five_changes, RUNS),
-        "lever finder (in memory)": _timed(lambda: levers_find(model, stages=lever_stages), RUNS),
+        "model 2,000 traces (in memory)": timed_runs(build, max(RUNS // 6, 3)),
+        "replay, five changes": timed_runs(lambda: replay(model, scenario), RUNS),
+        "replay + figures + bootstrap": timed_runs(five_changes, RUNS),
+        "lever finder (in memory)": timed_runs(
+            lambda: levers_find(model, stages=lever_stages), RUNS
+        ),
     }
     return rows, spans
 
@@ -133,10 +135,10 @@ def _stored_rows() -> dict[str, dict[str, Any]]:
     levers = levers_params(**window, traces=TRACES, percentile="p95", hit_ratio=0.5)
     runs = max(RUNS // 3, 5)
     return {
-        "run: replay, five changes (stored)": _timed(
+        "run: replay, five changes (stored)": timed_runs(
             lambda: whatif_replay_result(pipeline=pipeline, params=asked), runs
         ),
-        "run: lever finder (stored)": _timed(
+        "run: lever finder (stored)": timed_runs(
             lambda: whatif_levers_result(pipeline=pipeline, params=levers), runs
         ),
     }

@@ -5,6 +5,7 @@ With nothing set the app runs on an embedded default: a private PostgreSQL serve
 broker that needs no server, both under ``var/``.
 """
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -83,6 +84,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    # A statement past WEB_STATEMENT_TIMEOUT_S answers a page saying so (503), not a 500.
+    "apps.core.statement_timeout.StatementTimeoutMiddleware",
     # Last, as django-axes asks: it turns a refused sign-in into its lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -151,6 +154,14 @@ else:
     }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Longest statement of a web request (apps/core/statement_timeout.py): past it the request
+# answers 503 instead of holding a web worker and a database backend. Workers and
+# management commands are not held to it. 0 turns it off.
+WEB_STATEMENT_TIMEOUT_S = env.float("WEB_STATEMENT_TIMEOUT_S", default=5.0)
+if WEB_STATEMENT_TIMEOUT_S < 0:
+    raise ImproperlyConfigured(
+        f"WEB_STATEMENT_TIMEOUT_S must be at least 0; it is {WEB_STATEMENT_TIMEOUT_S:g}."
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache: Redis when REDIS_URL is set, process memory otherwise ---------------
@@ -231,6 +242,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.teams.api_throttling.ApiRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -456,6 +468,14 @@ INVITATION_RESEND_INTERVAL_S = _int("INVITATION_RESEND_INTERVAL_S", default=300,
 # Invitation e-mails (new and resent) one user may send per hour; 0 turns the limit off.
 INVITATION_SENDS_PER_HOUR = _int("INVITATION_SENDS_PER_HOUR", default=30, least=0)
 
+# --- REST API allowances (apps/teams/api_throttling.py) -------------------------------
+# Requests a minute per API token (a signed-in session counts as one), and per user
+# account over all its tokens, since a user may mint many; past either: 429. 0: no limit.
+API_REQUESTS_PER_MINUTE_PER_TOKEN = _int("API_REQUESTS_PER_MINUTE_PER_TOKEN", default=120, least=0)
+API_REQUESTS_PER_MINUTE_PER_ACCOUNT = _int(
+    "API_REQUESTS_PER_MINUTE_PER_ACCOUNT", default=300, least=0
+)
+
 # --- Accounts: what one user account may hold over all the teams it created ----------
 # Anyone may sign up and create teams, so the caps that protect everyone else are
 # counted per account, never per team (apps/teams/accounts.py); 0 turns a cap off.
@@ -466,17 +486,28 @@ ACCOUNT_MAX_PIPELINES = _int("ACCOUNT_MAX_PIPELINES", default=100, least=0)
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget
 # further traces are left out), which bounds a worker's memory whatever a team sends.
 WHATIF_MAX_SPANS = _int("WHATIF_MAX_SPANS", default=400_000, least=1000)
-# Runs one team may have waiting or running at once; more are answered 429.
-WHATIF_RUNS_PER_TEAM = _int("WHATIF_RUNS_PER_TEAM", default=2, least=1)
+# Runs one account (all the teams it created) may have waiting or running at once; more
+# are answered 429, so one account's questions never queue in front of everyone's.
+WHATIF_RUNS_PER_ACCOUNT = _int("WHATIF_RUNS_PER_ACCOUNT", default=2, least=1)
 # A run not finished this long after it was asked (or claimed) is asked again; one whose
 # worker died this many times fails instead of taking another worker down.
 WHATIF_RUN_TIMEOUT_S = _int("WHATIF_RUN_TIMEOUT_S", default=120, least=10)
 WHATIF_MAX_ATTEMPTS = _int("WHATIF_MAX_ATTEMPTS", default=2, least=1)
 # Answers are kept and reused for the same question for this long.
 WHATIF_RESULT_TTL_S = _int("WHATIF_RESULT_TTL_S", default=86400, least=60)
-# How long the API and the page wait for a worker's answer before saying "still running".
-WHATIF_WAIT_S = _seconds("WHATIF_WAIT_S", default=20.0)
-WHATIF_PAGE_WAIT_S = _seconds("WHATIF_PAGE_WAIT_S", default=8.0)
+
+# --- Settings renamed or removed ----------------------------------------------------
+# A deployment still setting one is stopped with what to set instead, rather than left
+# running on a default it did not choose.
+RETIRED_SETTINGS = {
+    "WHATIF_RUNS_PER_TEAM": "it is now WHATIF_RUNS_PER_ACCOUNT, counted over all the "
+    "teams of an account",
+    "WHATIF_WAIT_S": "the API no longer waits for a what-if run: it answers 202 at once",
+    "WHATIF_PAGE_WAIT_S": "the what-if page no longer waits for its runs: it polls",
+}
+for _name, _instead in RETIRED_SETTINGS.items():
+    if _name in os.environ or f"{_name}_FILE" in os.environ:
+        raise ImproperlyConfigured(f"{_name} is no longer read: {_instead}.")
 
 # --- Logging --------------------------------------------------------------------
 LOGGING = {

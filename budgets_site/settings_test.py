@@ -9,7 +9,3 @@ from budgets_site.settings import *  # noqa: F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECURE_SSL_REDIRECT = False
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
-# What-if answers come from a worker: tests run it in the request (eager) or poll, so a
-# request without one need not wait the production 20 s before its 202.
-WHATIF_WAIT_S = 0.5
-WHATIF_PAGE_WAIT_S = 0.5

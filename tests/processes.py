@@ -2,13 +2,16 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.error import URLError
 from urllib.parse import quote, urlencode
+from urllib.request import urlopen
 
 from django.conf import settings
 from django.db import connection
@@ -63,19 +66,27 @@ def celery_worker(
     ]  # fmt: skip
     if beat:
         command += ["-B", "--schedule", str(log_path.with_suffix(".beat-schedule"))]
+    with running(command, log_path=log_path, env=process_env(**(env or {}))):
+        yield
+
+
+@contextmanager
+def running(
+    command: list[str], *, log_path: Path, env: dict[str, str], stop_timeout: float = 20
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``command`` run from the checkout with its output in ``log_path``; stopped with
+    SIGTERM after use (killed if it does not stop within ``stop_timeout``)."""
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            command, cwd=ROOT, env=process_env(**(env or {})), stdout=log, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
         try:
-            yield
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.wait(timeout=stop_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float = 0.2) -> bool:
@@ -85,3 +96,33 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float =
             return True
         time.sleep(interval)
     return condition()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def web_server(log_path: Path, *, env: dict[str, str] | None = None) -> Iterator[str]:
+    """gunicorn serving the app on the test database, as production runs it (one sync
+    worker, so that a request that would hang it shows); yields its base URL."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
+        "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5", "--timeout", "60",
+    ]  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    with running(command, log_path=log_path, env=process_env(**(env or {}))):
+        if not wait_for(lambda: _answers(f"{base_url}/healthz"), timeout=30):
+            raise RuntimeError(f"gunicorn did not answer:\n{log_path.read_text()[-3000:]}")
+        yield base_url
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urlopen(url, timeout=2) as response:  # noqa: S310 - our own server, by URL we made
+            return bool(response.status == 200)
+    except (URLError, OSError):
+        return False

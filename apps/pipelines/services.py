@@ -2,6 +2,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -14,6 +15,7 @@ from apps.pipelines.validation import (
     validate_glob,
     validate_span_name,
 )
+from apps.teams.accounts import account_cap_error, account_lock, account_teams
 from apps.teams.models import Team
 
 PIPELINE_FIELDS = (
@@ -93,9 +95,12 @@ def _normalise_objective(fields: dict[str, Any]) -> None:
         fields["objective_target"] = Decimal(str(fields["objective_target"]))
 
 
+@transaction.atomic
 def pipeline_create(
     *, team: Team, slug: str, name: str, budget: dict[str, int], **fields: Any
 ) -> Pipeline:
+    """A new pipeline of ``team``; its account holds at most ``ACCOUNT_MAX_PIPELINES``
+    over all its teams (each pipeline costs every trace's routing and every evaluation)."""
     unknown = set(fields) - set(PIPELINE_FIELDS)
     if unknown:
         raise TypeError(f"Unknown pipeline fields: {sorted(unknown)}")
@@ -103,8 +108,25 @@ def pipeline_create(
     pipeline = Pipeline(team=team, slug=slug, name=name, **fields)
     _apply_budget(pipeline, budget)
     _pipeline_validate(pipeline)
+    _pipeline_cap_check(team)
     pipeline.save()
     return pipeline
+
+
+def _pipeline_cap_check(team: Team) -> None:
+    cap = settings.ACCOUNT_MAX_PIPELINES
+    if not cap:
+        return
+    account_lock(team=team)
+    used = Pipeline.objects.filter(team__in=account_teams(team=team)).count()
+    if used >= cap:
+        raise account_cap_error(
+            what="pipelines",
+            used=used,
+            cap=cap,
+            setting="ACCOUNT_MAX_PIPELINES",
+            code="too_many_pipelines",
+        )
 
 
 def pipeline_update(

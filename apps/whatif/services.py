@@ -1,8 +1,10 @@
 """What-if runs asked for, computed by workers and expired; scenarios saved and deleted.
 
-Replays run in the workers' ``whatif`` queue, never in a web process. A team has at
-most ``WHATIF_RUNS_PER_TEAM`` runs waiting or running at once; past that it is told to
-come back (429), so one team's burst of questions cannot queue in front of another's.
+Replays run in the workers' ``whatif`` queue, never in a web process, and nobody waits
+for them: the page and the API answer at once and poll. An account (all the teams it
+created) has at most ``WHATIF_RUNS_PER_ACCOUNT`` runs waiting or running at once; past
+that it is told to come back (429), so one account's burst of questions, however many
+teams it spreads them over, cannot queue in front of another's.
 """
 
 import hashlib
@@ -21,6 +23,7 @@ from django.utils import timezone
 
 from apps.core.isolation import failure_reason
 from apps.pipelines.models import Pipeline
+from apps.teams.accounts import account_teams
 from apps.whatif.models import IN_FLIGHT, RunKind, RunStatus, SavedScenario, WhatIfRun
 from apps.whatif.selectors.compute import (
     pipeline_fingerprint,
@@ -38,10 +41,10 @@ MAX_SCENARIOS_PER_PIPELINE = 100
 
 
 class WhatIfBusy(Exception):
-    """The team has as many runs in flight as it may; ``retry_after_s`` to try again."""
+    """The account has as many runs in flight as it may; ``retry_after_s`` to try again."""
 
     def __init__(self, retry_after_s: int) -> None:
-        super().__init__("This team's earlier what-if runs are still being computed.")
+        super().__init__("This account's earlier what-if runs are still being computed.")
         self.retry_after_s = retry_after_s
 
 
@@ -66,9 +69,10 @@ def _enqueue(run_id: int) -> None:
 def whatif_run_request(*, pipeline: Pipeline, kind: str, params: dict[str, Any]) -> WhatIfRun:
     """The run answering ``params``: one already asked for, or a new one enqueued.
 
-    A failed run, or one whose worker has not finished it within
+    Returns at once, as the run is now (done when the same question was answered
+    before). A failed run, or one whose worker has not finished it within
     ``WHATIF_RUN_TIMEOUT_S``, is asked again. Raises ``WhatIfBusy`` when a new run
-    would take the team past ``WHATIF_RUNS_PER_TEAM``.
+    would take the pipeline's account past ``WHATIF_RUNS_PER_ACCOUNT``.
     """
     key = _key(pipeline, kind, params)
     run = WhatIfRun.objects.filter(pipeline=pipeline, key=key).first()
@@ -91,14 +95,18 @@ def whatif_run_request(*, pipeline: Pipeline, kind: str, params: dict[str, Any])
     except IntegrityError:  # asked at the same moment by another request: share its run
         return WhatIfRun.objects.get(pipeline=pipeline, key=key)
     _enqueue(run.pk)
+    # Read once more: a worker answering at once (or an eager one) has finished it.
+    run.refresh_from_db()
     return run
 
 
 def _check_share(pipeline: Pipeline) -> None:
     in_flight = WhatIfRun.objects.filter(
-        team_id=pipeline.team_id, status__in=IN_FLIGHT, created_at__gte=_stale_before()
+        team_id__in=account_teams(team=pipeline.team).values("pk"),
+        status__in=IN_FLIGHT,
+        created_at__gte=_stale_before(),
     )
-    limit = settings.WHATIF_RUNS_PER_TEAM
+    limit = settings.WHATIF_RUNS_PER_ACCOUNT
     if in_flight[:limit].count() >= limit:
         raise WhatIfBusy(retry_after_s=5)
 

@@ -21,6 +21,8 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from tests.processes import free_port
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -228,12 +230,6 @@ class _SmtpHandler:
             Mail(str(envelope.mail_from), list(envelope.rcpt_tos), message)
         )
         return "250 Message accepted for delivery"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class SmtpReceiver:

@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -16,7 +15,7 @@ import psycopg
 import pytest
 
 from apps.core import embedded_postgres
-from tests.processes import ROOT, wait_for
+from tests.processes import ROOT, free_port, wait_for
 
 EMBEDDED_UNSET = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "EMAIL_URL", "SECRET_KEY")
 # The defaults of `make run` are what is tested: a newcomer's quiet log.
@@ -25,12 +24,6 @@ LOG_LEVELS_UNSET = ("LOG_LEVEL", "WORKER_LOG_LEVEL", "REQUEST_LOG_LEVEL")
 ROUTINE_TASK_LINE = re.compile(
     r"Task apps\.\S+\[[0-9a-f-]+\] (received|succeeded)|Scheduler: Sending due task"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -47,7 +40,7 @@ def _get(url: str) -> tuple[int, bytes]:
 def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
     tmp_path: Path, server_var_dir: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET + LOG_LEVELS_UNSET}
     env.update(VAR_DIR=str(server_var_dir), PORT=str(port), DJANGO_SETTINGS_MODULE="")
     env.pop("DJANGO_SETTINGS_MODULE")

@@ -11,7 +11,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -29,14 +28,9 @@ from apps.core.embedded_postgres.accounts import (
     server_account,
 )
 from apps.core.embedded_postgres.layout import SOCKET_PATH_MAX
+from tests.processes import free_port
 
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _log_tail(path: Path, lines: int = 30) -> str:

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.faults.servers import PrivatePostgres, PrivateRedis, free_port
-from tests.processes import ROOT, wait_for
+from tests.faults.servers import PrivatePostgres, PrivateRedis
+from tests.processes import ROOT, free_port, wait_for
 
 # Short intervals, so that a trace is analyzed seconds after its last span and each
 # fault case fits in a minute or two; everything else keeps production's defaults.

@@ -13,7 +13,9 @@ from apps.pipelines.models import Stage
 from apps.whatif.models import RunKind, RunStatus, SavedScenario, WhatIfRun
 from apps.whatif.services import whatif_run_compute
 from tests.api.conftest import error_of, token_client
+from tests.factories import make_team
 from tests.timing import MS
+from tests.whatif.builders import rag_pipeline
 from tests.whatif.conftest import Chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -210,6 +212,29 @@ def test_a_team_with_its_runs_in_flight_gets_429_while_another_team_is_served(ch
         ).status_code
         == 202
     )
+
+
+def test_ten_teams_of_one_account_share_its_runs_in_flight(chat: Chat) -> None:
+    owner = chat.world.owner
+    ask_acme = token_client(owner)
+    for factor in (0.5, 0.6):
+        change = [{"stage": "rerank", "op": "scale", "factor": factor}]
+        body = {**chat.window, "changes": change}
+        assert ask_acme.post(URL + "?team=acme", body, format="json").status_code == 202
+    # Nine more teams of the same account: each its first question, each refused.
+    for n in range(9):
+        team = make_team(f"acme-{n}", owner=owner)
+        rag_pipeline(team)
+        refused = ask_acme.post(
+            URL + f"?team={team.slug}", {**chat.window, "changes": []}, format="json"
+        )
+        assert refused.status_code == 429, refused.content
+        assert "account" in error_of(refused)["message"]
+    # Another account is served meanwhile.
+    served = token_client(chat.world.outsider).post(
+        URL, {**chat.window, "changes": []}, format="json"
+    )
+    assert served.status_code == 202
 
 
 def test_a_run_whose_pipeline_changed_under_it_fails_with_a_422(chat: Chat) -> None:

@@ -17,6 +17,21 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps.core.api.parsers import RequestTooLarge
+from apps.core.statement_timeout import RETRY_AFTER_S, is_statement_timeout
+
+
+class StatementTimedOut(exceptions.APIException):
+    status_code = 503
+    default_code = "timeout"
+    default_detail = (
+        "Answering needed more of the database than one request may take; nothing was "
+        "changed. Retry later, or ask for less (a shorter window, fewer traces)."
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        # DRF sends Retry-After for an exception with ``wait``.
+        self.wait = RETRY_AFTER_S
 
 
 def _messages_by_field(exc: DjangoValidationError) -> dict[str, list[str]]:
@@ -68,6 +83,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = RequestTooLarge()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif is_statement_timeout(exc):
+        exc = StatementTimedOut()
 
     response = drf_exception_handler(exc, context)
     if response is None:

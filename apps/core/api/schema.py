@@ -28,14 +28,23 @@ ERROR_DESCRIPTIONS = {
     404: "No such object in this team, a team you are not a member of, or a page past the last.",
     413: "The request body is too large.",
     422: "The request was understood but its computation failed (see `message`).",
-    429: "Too many requests of this team at once; retry after `Retry-After` seconds.",
+    429: (
+        "Too many requests: this token's or its account's allowance per minute, or the "
+        "account's what-if runs in flight; retry after `Retry-After` seconds."
+    ),
+    503: (
+        "A database statement ran past the web's statement timeout (`timeout`); nothing "
+        "was changed. Retry after `Retry-After` seconds, or ask for less."
+    ),
 }
+# Any operation may meet its allowance or the statement timeout.
+ALWAYS = (429, 503)
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
     return {
         code: OpenApiResponse(response=ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
-        for code in codes
+        for code in sorted({*codes, *ALWAYS})
     }
 
 

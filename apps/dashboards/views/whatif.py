@@ -1,12 +1,11 @@
 """The what-if page: pick changes, see the pipeline before and after, and its levers.
 
 The page is its URL (window, percentile, one ``change`` per change), so a scenario is
-shared by sharing the address. The replays run in the workers; the page waits a few
-seconds for them, then shows where they are and asks again (htmx polls; without
-JavaScript a link does).
+shared by sharing the address. The replays run in the workers; the page never waits
+for them: it shows at once what is known and where the runs are, then asks again
+(htmx polls its panel; without JavaScript a link does).
 """
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -27,7 +26,7 @@ from apps.whatif.access import scenario_for_pipeline, whatif_run_for_user
 from apps.whatif.levers import DEFAULT_HIT_RATIO
 from apps.whatif.models import RunKind, WhatIfRun
 from apps.whatif.params import levers_params, replay_params
-from apps.whatif.selectors.runs import scenarios_for_pipeline, whatif_run_wait
+from apps.whatif.selectors.runs import scenarios_for_pipeline
 from apps.whatif.selectors.sample import DEFAULT_TRACES
 from apps.whatif.services import WhatIfBusy, scenario_delete, scenario_save, whatif_run_request
 from apps.whatif.urls_query import CHANGE_PARAMETER, change_texts
@@ -101,11 +100,6 @@ def whatif_page_view(request: HtmxHttpRequest, team_slug: str, pipeline_slug: st
             hit_ratio=DEFAULT_HIT_RATIO,
         )  # fmt: skip
         levers, levers_busy = _run(pipeline, RunKind.LEVERS, levers_asked)
-    wait = settings.WHATIF_PAGE_WAIT_S
-    for run in (replay, levers):
-        if run is not None:
-            whatif_run_wait(run=run, timeout=wait)
-            wait = 1.0  # the second ran beside the first, mostly
     context = {
         "team": membership.team,
         "membership": membership,

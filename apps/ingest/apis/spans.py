@@ -87,6 +87,8 @@ ERRORS = {
 class SpanBatchApi(APIView):
     authentication_classes = [IngestTokenAuthentication]
     permission_classes = [HasIngestToken]
+    # Ingestion is admitted by its own limits (apps/ingest/ratelimit.py), per account.
+    throttle_classes: list[type] = []
     parser_classes = [RawJsonParser]
     renderer_classes = [JSONRenderer]
 

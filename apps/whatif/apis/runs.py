@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -35,7 +34,6 @@ from apps.whatif.apis.serializers import (
 from apps.whatif.changes import changes_from_data
 from apps.whatif.models import RunKind, WhatIfRun
 from apps.whatif.params import levers_params, replay_params, stages_by_slug
-from apps.whatif.selectors.runs import whatif_run_wait
 from apps.whatif.services import WhatIfBusy, whatif_run_request
 
 TAGS = ["what-if"]
@@ -64,10 +62,9 @@ class RunFailed(exceptions.APIException):
 
 def _requested(pipeline: Pipeline, kind: str, params: dict[str, Any]) -> WhatIfRun:
     try:
-        run = whatif_run_request(pipeline=pipeline, kind=kind, params=params)
+        return whatif_run_request(pipeline=pipeline, kind=kind, params=params)
     except WhatIfBusy as exc:
         raise exceptions.Throttled(wait=exc.retry_after_s, detail=str(exc)) from None
-    return whatif_run_wait(run=run, timeout=settings.WHATIF_WAIT_S)
 
 
 def _answer(request: Request, run: WhatIfRun, output: type[serializers.Serializer]) -> Response:

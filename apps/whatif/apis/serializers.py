@@ -3,7 +3,6 @@ and to keep every answer to it), then saved scenarios."""
 
 from typing import Any
 
-from django.conf import settings
 from rest_framework import serializers
 
 from apps.rollups.apis.serializers import E2eOutput as PercentilesE2eOutput
@@ -288,6 +287,7 @@ class ScenarioOutput(serializers.Serializer):
 
 
 WAIT_NOTE = (
-    f"The replay runs in a worker. The answer comes within {settings.WHATIF_WAIT_S:g} s "
-    "when the worker is done by then (200); otherwise 202 names the run to poll."
+    "The replay runs in a worker and the request never waits for it: 200 with the answer "
+    "when the same question was answered before, otherwise 202 at once, naming the run "
+    "to poll."
 )
