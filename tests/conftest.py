@@ -42,6 +42,13 @@ def client_for(user: User) -> Client:
     return client
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_cache_of_earlier_runs() -> None:
+    """Ids start again in each run's new database: what an earlier run kept in the
+    shared cache under the same ids (allowances, cached figures) must not leak in."""
+    cache.clear()
+
+
 @pytest.fixture
 def clean_cache() -> Iterator[None]:
     """Rate windows, once-per-period claims and cached figures live in the cache: each

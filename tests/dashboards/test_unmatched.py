@@ -7,7 +7,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.analysis.pipeline_routing import compile_pipeline
@@ -207,3 +209,19 @@ def test_an_oversized_prefill_is_cut_to_the_field_length(world: Any) -> None:
     html = client_for(world.editor).get(url, {"service": "s" * 500}).content.decode()
     assert f'name="match_service" value="{"s" * 200}"' in html
     assert "s" * 201 not in html
+
+
+def test_the_summary_is_computed_once_in_its_half_minute_and_per_team(
+    explorer: Explorer, clean_cache: None
+) -> None:
+    client = client_for(explorer.world.viewer)
+    first = groups(client.get(URL))
+    queries_first = CaptureQueriesContext(connection)
+    with queries_first:
+        assert groups(client.get(URL)) == first
+    # The page's session and membership reads only: the traces are not grouped again.
+    assert not any("percentile_cont" in q["sql"] for q in queries_first.captured_queries)
+    # Another team's summary is its own.
+    assert groups(client_for(explorer.world.outsider).get("/teams/globex/traces/unmatched/")) == {
+        ("GET /globex", "chat-api"): 1
+    }

@@ -2,11 +2,19 @@
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.selectors.fit import PipelineFit, StageFit, pipeline_fit, suggest_budgets
+from apps.pipelines.services import stage_budgets_set
+from apps.rollups.selectors.fit import (
+    PipelineFit,
+    StageFit,
+    pipeline_fit,
+    pipeline_fit_recent,
+    suggest_budgets,
+)
 from tests.conftest import TeamWorld
 from tests.factories import make_pipeline, make_stage
 from tests.rollups.evaluation_data import T0, make_sample, make_trace, ns_at
@@ -179,3 +187,22 @@ def test_a_partly_parallel_stage_gives_up_only_its_on_path_share() -> None:
     # D = 1100 + 550 = 1650, A = 990, k = 0.6: stage 2 keeps its 550 ms off the path.
     assert scale == pytest.approx(0.6)
     assert suggested == {1: 660, 2: 550 + 330}
+
+
+def test_the_week_is_scanned_once_a_minute_and_again_when_a_budget_changes(
+    rag: Rag, clean_cache: None, django_assert_max_num_queries: Any
+) -> None:
+    add_traffic(rag)
+    assert pipeline_fit(pipeline=rag.pipeline, now=NOW).traces == 20
+    first = pipeline_fit_recent(pipeline=rag.pipeline, now=NOW)
+
+    # Asked again within the minute: the stages are read, the week is not.
+    with django_assert_max_num_queries(1):
+        again = pipeline_fit_recent(pipeline=rag.pipeline, now=NOW)
+    assert again.traces == first.traces
+    assert by_slug(again)["retrieval"].budget_ms == 300
+
+    stage_budgets_set(pipeline=rag.pipeline, budgets_ms={rag.retrieval.pk: 250})
+    changed = pipeline_fit_recent(pipeline=rag.pipeline, now=NOW)
+    assert by_slug(changed)["retrieval"].budget_ms == 250
+    assert by_slug(changed)["retrieval"].over_budget != by_slug(first)["retrieval"].over_budget

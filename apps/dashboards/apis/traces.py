@@ -28,7 +28,7 @@ from apps.ingest.selectors import (
     TraceStatus,
     pipeline_for_filter,
     traces_page,
-    unmatched_traffic,
+    unmatched_traffic_recent,
 )
 from apps.teams.api_schema import team_schema
 from apps.teams.request_team import membership_for_request
@@ -169,7 +169,7 @@ class UnmatchedTrafficApi(ApiView):
         membership = membership_for_request(request)
         query = self.InputSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        summary = unmatched_traffic(team=membership.team, **query.validated_data)
+        summary = unmatched_traffic_recent(team=membership.team, **query.validated_data)
         data = {
             "window": summary.window,
             "since": summary.since,

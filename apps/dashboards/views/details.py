@@ -22,7 +22,7 @@ from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.services import stage_budgets_set
 from apps.rollups.access import violation_for_team
 from apps.rollups.selectors import WINDOWS, pipeline_percentiles
-from apps.rollups.selectors.fit import pipeline_fit
+from apps.rollups.selectors.fit import pipeline_fit_recent
 from apps.rollups.selectors.violations import CLOSED, OPEN, violations_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
@@ -115,7 +115,7 @@ def fit_check(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> H
     membership, pipeline = pipeline_for_user(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
-    fit = pipeline_fit(pipeline=pipeline)
+    fit = pipeline_fit_recent(pipeline=pipeline)
     suggestions = [
         s for s in fit.stages if s.suggested_ms is not None and s.suggested_ms != s.budget_ms
     ]

@@ -20,7 +20,7 @@ from apps.dashboards.views.filters import TraceFilterForm, WindowForm
 from apps.dashboards.views.waterfall import WaterfallAsk, ticks, waterfall_page
 from apps.ingest.access import trace_for_user
 from apps.ingest.models import TraceState
-from apps.ingest.selectors import TracePage, traces_page, unmatched_traffic
+from apps.ingest.selectors import TracePage, traces_page, unmatched_traffic_recent
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
@@ -132,7 +132,7 @@ def unmatched_traffic_view(request: HtmxHttpRequest, team_slug: str) -> HttpResp
     membership = membership_for_user(user=request.user, team_slug=team_slug)
     window = WindowForm(request.GET).window_key
     compact = request.GET.get("compact") == "1"
-    summary = unmatched_traffic(
+    summary = unmatched_traffic_recent(
         team=membership.team, window=window, limit=TEASER_ROWS if compact else 50
     )
     # Unbound, so the select shows the window in use even when none or a bad one was asked.

@@ -18,6 +18,7 @@ from apps.ingest.selectors.unmatched import (
     UnmatchedSummary,
     root_span_glob,
     unmatched_traffic,
+    unmatched_traffic_recent,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "traces_for_team",
     "traces_page",
     "unmatched_traffic",
+    "unmatched_traffic_recent",
 ]

@@ -22,6 +22,7 @@ from django.db.models import (
 from django.db.models.fields import BigIntegerField
 from django.utils import timezone
 
+from apps.core.cached import cached_for
 from apps.core.time import datetime_to_ns, ns_to_datetime, ns_to_ms
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.teams.models import Team
@@ -30,6 +31,8 @@ WINDOWS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(
            "7d": timedelta(days=7)}  # fmt: skip
 DEFAULT_WINDOW = "24h"
 ROOT_SPAN_GLOB_MAX = 200  # Pipeline.match_root_span
+# Up to a week of a team's traces grouped: not again for every refresh within this long.
+CACHE_S = 30
 
 
 class PercentileCont(Aggregate):
@@ -105,6 +108,17 @@ def _unmatched(team: Team, since_ns: int) -> QuerySet[Trace]:
         state__in=ANALYZED_STATES,
         # Without its root a trace's first span is no root span to build a pipeline on.
         incomplete=False,
+    )
+
+
+def unmatched_traffic_recent(
+    *, team: Team, window: str = DEFAULT_WINDOW, limit: int = 20
+) -> UnmatchedSummary:
+    """``unmatched_traffic`` as computed within the last ``CACHE_S``."""
+    return cached_for(
+        f"ingest:unmatched:{team.pk}:{window}:{limit}",
+        seconds=CACHE_S,
+        compute=lambda: unmatched_traffic(team=team, window=window, limit=limit),
     )
 
 

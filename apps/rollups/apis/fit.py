@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from apps.core.api.views import ApiView
 from apps.pipelines.access import pipeline_for_request
 from apps.rollups.apis.serializers import FitOutput, fit_data
-from apps.rollups.selectors.fit import pipeline_fit
+from apps.rollups.selectors.fit import pipeline_fit_recent
 from apps.teams.api_schema import team_schema
 
 
@@ -27,4 +27,4 @@ class PipelineFitApi(ApiView):
     )
     def get(self, request: Request, pipeline_slug: str) -> Response:
         pipeline = pipeline_for_request(request, pipeline_slug)
-        return Response(FitOutput(fit_data(pipeline_fit(pipeline=pipeline))).data)
+        return Response(FitOutput(fit_data(pipeline_fit_recent(pipeline=pipeline))).data)

@@ -12,6 +12,7 @@ present), computed with SQL aggregates over traces and stage samples:
 * a suggested budget per stage (see ``suggest_budgets``).
 """
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,11 +33,14 @@ from django.db.models import (
 from django.utils import timezone
 
 from apps.analysis.models import StageSample
+from apps.core.cached import cached_for
 from apps.core.time import NS_PER_MS, datetime_to_ns
 from apps.ingest.models import Trace
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 
 PERIOD = timedelta(days=7)
+# A week's scan is not repeated for every member who opens the page within a minute.
+CACHE_S = 60
 HEADROOM = 0.10
 # The budget percentiles as integer percents, in PERCENTILES order.
 PERCENTS = tuple(int(p[1:]) for p in PERCENTILES)
@@ -233,12 +237,33 @@ def _stage_counts(traces: TraceSet, over_any: Q | None) -> dict[int, dict[str, A
     return {row["stage_id"]: dict(row) for row in rows}
 
 
-def pipeline_fit(*, pipeline: Pipeline, now: datetime | None = None) -> PipelineFit:
+def pipeline_fit_recent(*, pipeline: Pipeline, now: datetime | None = None) -> PipelineFit:
+    """The fit check over the last 7 days, as computed within the last ``CACHE_S``.
+
+    The cached answer belongs to the budgets it was computed for: a changed budget (an
+    applied suggestion) is a new key, so the page never shows a fit of old budgets.
+    """
+    stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
+    budgets = [pipeline.headline_budget] + [
+        (s.pk, s.slug, s.name, s.budget_ms, s.budget_percentile) for s in stages
+    ]
+    digest = hashlib.sha256(repr(budgets).encode()).hexdigest()[:24]
+    return cached_for(
+        f"rollups:fit:{pipeline.pk}:{digest}",
+        seconds=CACHE_S,
+        compute=lambda: pipeline_fit(pipeline=pipeline, now=now, stages=stages),
+    )
+
+
+def pipeline_fit(
+    *, pipeline: Pipeline, now: datetime | None = None, stages: list[Stage] | None = None
+) -> PipelineFit:
     """The fit check of one pipeline over the 7 days before ``now``."""
     now = now or timezone.now()
     start = now - PERIOD
     traces = TraceSet(pipeline, datetime_to_ns(start), datetime_to_ns(now))
-    stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
+    if stages is None:
+        stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
     headline = pipeline.headline_budget
     over_any = _over_budget(stages)
 
