@@ -215,14 +215,27 @@ STORAGES = {
     },
 }
 
-# --- Email: SMTP via EMAIL_URL, printed to the console by default ---------------
+# --- Email: SMTP via EMAIL_URL, printed to the console in development ----------------
+# Mail carries working links (invitations, confirmations): printed to a production log,
+# they work for whoever reads it. So production names its mail server, or asks for the
+# console by name (EMAIL_URL=consolemail://) knowing that.
+if not DEBUG and not env.str("EMAIL_URL", default=""):
+    raise ImproperlyConfigured(
+        "EMAIL_URL is required when DEBUG is off, e.g. smtp+tls://user:pass@smtp.example.com"
+        ":587. EMAIL_URL=consolemail:// prints mail to the log instead: its invitation and "
+        "confirmation links then work for anyone who can read the log."
+    )
 vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Latency Budgets <budgets@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # --- Security: strict unless DEBUG; behind a TLS-terminating proxy in production --
+# X-Forwarded-Proto is trusted only when the operator says a proxy sets it: where gunicorn
+# faces clients directly, anyone could send it and pass for HTTPS.
 SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("USE_X_FORWARDED_PROTO", default=True) else None
+    ("HTTP_X_FORWARDED_PROTO", "https")
+    if env.bool("USE_X_FORWARDED_PROTO", default=False)
+    else None
 )
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
@@ -446,12 +459,24 @@ ALLOW_SIGNUP = env.bool("ALLOW_SIGNUP", default=True)
 # Sign-up attempts per client address per hour; 0 turns the limit off.
 SIGNUP_RATE_PER_HOUR = _int("SIGNUP_RATE_PER_HOUR", default=10, least=0)
 # Reverse proxies in front that append to X-Forwarded-For: without the count, every
-# client behind them would share the proxy's address in the limits above and below.
+# client behind them would share the proxy's address in the limits above and below, and
+# ten wrong passwords would lock a username out for everyone. Production must say (0
+# when gunicorn faces clients directly): a wrong guess here is a lockout for all.
+if not DEBUG and not env.str("CLIENT_IP_PROXY_COUNT", default=""):
+    raise ImproperlyConfigured(
+        "CLIENT_IP_PROXY_COUNT is required when DEBUG is off: the number of reverse proxies "
+        "in front of the app that append to X-Forwarded-For (1 behind one load balancer, "
+        "as docs/deployment.md sets it up; 0 when clients connect to gunicorn directly)."
+    )
 CLIENT_IP_PROXY_COUNT = _int("CLIENT_IP_PROXY_COUNT", default=0, least=0)
 # Failed sign-ins in a row for one username from one address before both are locked
 # out together for the cool-off (the same username from elsewhere still may sign in).
 LOGIN_FAILURE_LIMIT = _int("LOGIN_FAILURE_LIMIT", default=10, least=1)
 LOGIN_LOCKOUT_MINUTES = _int("LOGIN_LOCKOUT_MINUTES", default=15, least=1)
+# Failed sign-ins from one address, whatever the usernames, within LOGIN_LOCKOUT_MINUTES
+# before signing in from it pauses (apps/teams/signin_throttle.py): spraying one password
+# over many usernames. Well above the per-username limit, for offices behind one address.
+LOGIN_FAILURES_PER_ADDRESS = _int("LOGIN_FAILURES_PER_ADDRESS", default=30, least=1)
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -1,5 +1,7 @@
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import User
@@ -56,3 +58,13 @@ def clean_cache() -> Iterator[None]:
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def allowance_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Allowances count in fixed windows of the clock (apps.core.counters): pinned to the
+    start of an hour, so that no window of a minute, a quarter or an hour ends while a
+    test spends one."""
+    start = (time.time() // 3600) * 3600 + 1
+    monkeypatch.setattr("apps.core.counters.time", SimpleNamespace(time=lambda: start))
+    return start

@@ -27,6 +27,19 @@ def window_consume(
     return max(1, math.ceil((window + 1) * window_s - now))
 
 
+def window_spent(key: str, *, limit: int, window_s: int, now: float | None = None) -> int:
+    """Counts nothing: 0 while ``key`` has used less than ``limit`` in this window (``limit``
+    0 means no limit), else the seconds until the window ends."""
+    if limit <= 0:
+        return 0
+    now = time.time() if now is None else now
+    window = int(now // window_s)
+    used = cache.get(f"{key}:{window}")
+    if used is None or int(used) < limit:
+        return 0
+    return max(1, math.ceil((window + 1) * window_s - now))
+
+
 def counter_add(key: str, *, amount: int = 1, ttl_s: int) -> int:
     """Add to a counter that expires after ``ttl_s``; returns its new value.
 

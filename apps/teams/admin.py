@@ -20,7 +20,9 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name", "user", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at",
+    ]  # fmt: skip
     readonly_fields = ["prefix", "digest"]
     raw_id_fields = ["user"]
 

@@ -71,9 +71,22 @@ class RoleChangeForm(forms.Form):
 
 
 class ApiTokenCreateForm(forms.Form):
+    EXPIRY_CHOICES = [("30", "in 30 days"), ("90", "in 90 days"), ("365", "in a year"),
+                      ("", "never (until revoked)")]  # fmt: skip
+
     name = forms.CharField(
         max_length=100, help_text="Where the token is used, e.g. “CI deploy” or “laptop”."
     )
+    expires = forms.ChoiceField(
+        choices=EXPIRY_CHOICES,
+        initial="90",
+        required=False,
+        help_text="A token also stops working when you change your password.",
+    )
+
+    def expires_in_days(self) -> int | None:
+        value = self.cleaned_data.get("expires") or ""
+        return int(value) if value else None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

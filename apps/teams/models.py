@@ -103,8 +103,17 @@ class ApiToken(BearerToken):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    # None: until revoked (or until its owner's password changes).
+    # None: until revoked. Changing the owner's password revokes it too.
     expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=100, blank=True)
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def is_usable(self) -> bool:
+        return self.is_active and not self.is_expired
 
     class Meta(BearerToken.Meta):
         pass

@@ -1,8 +1,5 @@
 """The REST API's allowances: per token, and per account over all its tokens."""
 
-import time
-from types import SimpleNamespace
-
 import pytest
 from django.test import Client
 
@@ -14,11 +11,8 @@ LIST = "/api/v1/pipelines/"
 
 
 @pytest.fixture(autouse=True)
-def _fresh_allowances(clean_cache: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Allowances are counted in the cache, in windows of the clock: each test starts
-    with none used, at a moment whose window does not end while it runs."""
-    start = (time.time() // 60) * 60 + 1
-    monkeypatch.setattr("apps.core.counters.time", SimpleNamespace(time=lambda: start))
+def _fresh_allowances(clean_cache: None, allowance_clock: float) -> None:
+    """Allowances are counted in the cache: each test starts with none used."""
 
 
 def _bearer(token: str) -> Client:

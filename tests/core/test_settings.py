@@ -164,3 +164,58 @@ def test_a_database_other_than_postgresql_is_refused_with_a_clear_message(
     assert result.returncode != 0
     assert "DATABASE_URL must name a PostgreSQL database" in result.stderr
     assert "Leave it unset to use the embedded PostgreSQL server" in result.stderr
+
+
+PRODUCTION = {"DEBUG": "false", "SECRET_KEY": PRODUCTION_KEY}
+SHOW = "from django.conf import settings; print(settings.{})"
+
+
+def _production(tmp_path: Path, code: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by production settings in this environment, with ``env_vars`` set; one
+    given as an empty string is left out."""
+    env = {k: v for k, v in os.environ.items() if k.removesuffix("_FILE") not in env_vars}
+    env.update(DJANGO_SETTINGS_MODULE="budgets_site.settings", VAR_DIR=str(tmp_path), **PRODUCTION)
+    env.update({name: value for name, value in env_vars.items() if value})
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_production_without_a_mail_server_stops_unless_the_console_is_named(
+    tmp_path: Path,
+) -> None:
+    missing = _production(tmp_path, SHOW.format("EMAIL_BACKEND"), EMAIL_URL="")
+    named = _production(tmp_path, SHOW.format("EMAIL_BACKEND"), EMAIL_URL="consolemail://")
+
+    assert missing.returncode != 0
+    assert "EMAIL_URL is required when DEBUG is off" in missing.stderr
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.strip() == "django.core.mail.backends.console.EmailBackend"
+
+
+def test_production_must_say_how_many_proxies_are_in_front(tmp_path: Path) -> None:
+    missing = _production(tmp_path, SHOW.format("CLIENT_IP_PROXY_COUNT"), CLIENT_IP_PROXY_COUNT="")
+    said = _production(tmp_path, SHOW.format("CLIENT_IP_PROXY_COUNT"), CLIENT_IP_PROXY_COUNT="1")
+
+    assert missing.returncode != 0
+    assert "CLIENT_IP_PROXY_COUNT is required when DEBUG is off" in missing.stderr
+    assert said.stdout.strip() == "1"
+
+
+def test_x_forwarded_proto_is_trusted_only_when_the_operator_says_so(tmp_path: Path) -> None:
+    default = _production(tmp_path, SHOW.format("SECURE_PROXY_SSL_HEADER"))
+    behind = _production(
+        tmp_path, SHOW.format("SECURE_PROXY_SSL_HEADER"), USE_X_FORWARDED_PROTO="true"
+    )
+
+    assert default.stdout.strip() == "None"
+    assert behind.stdout.strip() == "('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_a_retired_setting_stops_start_up_with_its_replacement(tmp_path: Path) -> None:
+    result = _production(tmp_path, SHOW.format("DEBUG"), WHATIF_RUNS_PER_TEAM="4")
+
+    assert result.returncode != 0
+    assert "WHATIF_RUNS_PER_TEAM is no longer read" in result.stderr
+    assert "WHATIF_RUNS_PER_ACCOUNT" in result.stderr

@@ -1,5 +1,10 @@
+import io
+
 import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,10 +16,11 @@ from apps.teams.models import ApiToken
 from apps.teams.services import api_token_create
 from apps.teams.tokens import token_digest
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
+from tests.factories import PASSWORD, make_user
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 
 URL = "/teams/tokens/"
+NEW = "a-much-longer-passphrase-42"
 
 
 class WhoAmI(APIView):
@@ -173,3 +179,95 @@ def test_revoke_refuses_get(db: None) -> None:
 
 def test_unknown_token_id_is_404(db: None) -> None:
     assert client_for(make_user()).post("/teams/tokens/999999/revoke/").status_code == 404
+
+
+# --- Expiry and password changes ----------------------------------------------------------
+
+
+def test_a_token_made_to_expire_works_until_then_and_the_list_says_when(db: None) -> None:
+    user = make_user()
+    client = client_for(user)
+    client.post(URL, {"name": "ci", "expires": "30"})
+    token = ApiToken.objects.get(user=user)
+    assert token.expires_at is not None
+    assert (token.expires_at - timezone.now()).days in (29, 30)
+    raw_token, raw = api_token_create(user=user, name="short", expires_in_days=1)
+    assert call_api(raw).status_code == 200
+
+    ApiToken.objects.filter(pk=raw_token.pk).update(expires_at=timezone.now())
+
+    assert call_api(raw).status_code == 401
+    page = client.get(URL).content.decode()
+    assert "expired" in page
+    assert token.expires_at.strftime("%-d %b %Y") in page
+
+
+def test_a_token_without_expiry_is_a_choice_and_an_impossible_expiry_is_refused(
+    db: None,
+) -> None:
+    user = make_user()
+    client_for(user).post(URL, {"name": "forever", "expires": ""})
+    assert ApiToken.objects.get(user=user).expires_at is None
+    with pytest.raises(ValidationError):
+        api_token_create(user=user, name="x", expires_in_days=0)
+    refused = client_for(user).post(URL, {"name": "odd", "expires": "7"})
+    assert refused.status_code == 200
+    assert 'class="errorlist' in refused.content.decode()
+    assert not ApiToken.objects.filter(name="odd").exists()
+
+
+def test_changing_the_password_on_its_page_revokes_every_token(db: None) -> None:
+    user = make_user()
+    tokens = [api_token_create(user=user, name=f"t{n}")[1] for n in range(2)]
+    other = make_user()
+    _, theirs = api_token_create(user=other, name="theirs")
+
+    changed = client_for(user).post(
+        "/accounts/password/",
+        {"old_password": PASSWORD, "new_password1": NEW, "new_password2": NEW},
+    )
+
+    assert changed.status_code == 302
+    assert [call_api(raw).status_code for raw in tokens] == [401, 401]
+    assert set(ApiToken.objects.filter(user=user).values_list("revoked_reason", flat=True)) == {
+        "the password changed"
+    }
+    assert call_api(theirs).status_code == 200  # another user's tokens are theirs
+    user.refresh_from_db()  # signed in again with the new password
+    assert "the password changed" in client_for(user).get(URL).content.decode()
+
+
+def test_a_password_set_by_an_operator_revokes_the_tokens_too(db: None) -> None:
+    user = make_user()
+    _, raw = api_token_create(user=user, name="t")
+    user.set_password(NEW)
+    user.save()
+    assert call_api(raw).status_code == 401
+
+
+def test_a_rehash_of_the_same_password_at_sign_in_revokes_nothing(db: None, settings) -> None:
+    user = make_user()
+    _, raw = api_token_create(user=user, name="t")
+    # Another hasher first: signing in re-hashes the unchanged password with it.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+    ]
+    client = Client()
+    assert client.post("/accounts/login/", {"username": user.username, "password": PASSWORD})[
+        "Location"
+    ]
+    user.refresh_from_db()
+    assert user.password.startswith("pbkdf2_sha256$")
+    assert call_api(raw).status_code == 200
+
+
+def test_the_command_makes_a_token_that_expires(db: None) -> None:
+    user = make_user("ops")
+    out = io.StringIO()
+    call_command("api_token", "create", "--user", "ops", "--expires-days", "7", stdout=out)
+    token = ApiToken.objects.get(user=user)
+    assert token.expires_at is not None
+    assert call_api(out.getvalue().splitlines()[-1]).status_code == 200
+    with pytest.raises(CommandError, match="1 to 3650 days"):
+        call_command("api_token", "create", "--user", "ops", "--expires-days", "0")

@@ -1,14 +1,17 @@
 """Failed sign-ins lock a username out from one address; sign-ups are counted per address."""
 
+import logging
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from axes.models import AccessAttempt
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from apps.teams import client_ip
 from tests.api.conftest import session_client, token_client
 from tests.conftest import TeamWorld
 from tests.factories import PASSWORD, make_user
@@ -45,8 +48,9 @@ def test_the_lockout_backend_comes_first() -> None:
 
 
 def test_thirty_wrong_passwords_lock_the_username_out_even_for_the_right_one(
-    world: TeamWorld,
+    world: TeamWorld, settings
 ) -> None:
+    settings.LOGIN_FAILURES_PER_ADDRESS = 100  # the limit over all usernames is not tested here
     client = Client()
     answers = [attempt(client, f"wrong-{n}").status_code for n in range(30)]
     limit = django_settings.LOGIN_FAILURE_LIMIT
@@ -177,3 +181,40 @@ def test_without_a_trusted_proxy_the_forwarded_header_is_ignored(db: None, setti
 def test_a_zero_limit_turns_the_sign_up_limit_off(db: None, settings) -> None:
     settings.SIGNUP_RATE_PER_HOUR = 0
     assert all(sign_up(Client(), n).status_code == 302 for n in range(12))
+
+
+def test_a_forwarded_header_without_a_proxy_count_is_logged_loudly_once(
+    db: None, settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.SIGNUP_RATE_PER_HOUR = 0
+    client_ip._warned.clear()
+    with caplog.at_level(logging.ERROR, logger="apps.teams.client_ip"):
+        for n in range(3):
+            sign_up(Client(), n, HTTP_X_FORWARDED_FOR=f"198.51.100.{n}")
+
+    warnings = [r for r in caplog.records if "CLIENT_IP_PROXY_COUNT is 0" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.ERROR
+
+
+def test_spraying_one_password_over_many_usernames_pauses_the_address(db: None, settings) -> None:
+    settings.LOGIN_FAILURES_PER_ADDRESS = 30
+    victim = make_user("olivia")
+    for n in range(40):
+        make_user(f"user{n}")
+    sprayer = Client(REMOTE_ADDR="203.0.113.9")
+
+    answers = [attempt(sprayer, "Summer2026!", username=f"user{n}").status_code for n in range(40)]
+
+    # No username failed twice, so django-axes alone would have let every attempt through.
+    assert answers[:30] == [200] * 30
+    assert set(answers[30:]) == {429}
+    paused = attempt(sprayer, PASSWORD, username=victim.username)
+    assert paused.status_code == 429
+    assert "from your address, for several usernames" in paused.content.decode()
+    assert 1 <= int(paused["Retry-After"]) <= settings.LOGIN_LOCKOUT_MINUTES * 60
+    assert not signed_in(sprayer)
+    # The victim signs in from their own address meanwhile.
+    own = Client(REMOTE_ADDR="198.51.100.20")
+    assert attempt(own, PASSWORD, username=victim.username).status_code == 302
+    assert signed_in(own)

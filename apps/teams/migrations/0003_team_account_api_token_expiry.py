@@ -31,6 +31,11 @@ class Migration(migrations.Migration):
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
+            model_name='apitoken',
+            name='revoked_reason',
+            field=models.CharField(blank=True, max_length=100),
+        ),
+        migrations.AddField(
             model_name='team',
             name='account',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='accounted_teams', to=settings.AUTH_USER_MODEL),

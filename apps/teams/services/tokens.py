@@ -18,15 +18,46 @@ from apps.teams.tokens import (
     token_generate,
 )
 
+API_TOKEN_MAX_DAYS = 3650
+REVOKED_BY_PASSWORD_CHANGE = "the password changed"  # noqa: S105 - a reason, not a secret
 
-def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
-    """Create a token and return it with its plain value, which is not stored."""
+
+def api_token_create(
+    *, user: User, name: str, expires_in_days: int | None = None
+) -> tuple[ApiToken, str]:
+    """Create a token and return it with its plain value, which is not stored.
+
+    It works until revoked, until ``expires_in_days`` pass (None: no expiry), or until
+    its owner's password changes.
+    """
     name = name.strip() or "API token"
+    if expires_in_days is not None and not 1 <= expires_in_days <= API_TOKEN_MAX_DAYS:
+        raise ValidationError(
+            {"expires_in_days": f"A token expires in 1 to {API_TOKEN_MAX_DAYS} days, or never."}
+        )
     raw = token_generate(API_TOKEN_PREFIX)
-    token = ApiToken(user=user, name=name, prefix=raw[:12], digest=token_digest(raw))
+    token = ApiToken(
+        user=user,
+        name=name,
+        prefix=raw[:12],
+        digest=token_digest(raw),
+        expires_at=(timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None),
+    )
     token.full_clean()
     token.save()
     return token, raw
+
+
+def api_tokens_revoke_for_password_change(*, user_id: int) -> int:
+    """Revoke every live token of the user whose password just changed; how many.
+
+    A token is a password of its own: whoever changes a password they fear was seen
+    means the tokens made with it too.
+    """
+    now = timezone.now()
+    return ApiToken.objects.filter(user_id=user_id, revoked_at__isnull=True).update(
+        revoked_at=now, revoked_reason=REVOKED_BY_PASSWORD_CHANGE, updated_at=now
+    )
 
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -59,11 +90,13 @@ def api_token_revoke(*, token: ApiToken) -> ApiToken:
 
 
 def api_token_authenticate(*, raw: str) -> ApiToken | None:
+    """The live (unrevoked, unexpired) token with this value, with its user; else None."""
     if not raw.startswith(API_TOKEN_PREFIX):
         return None
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     token = (
         ApiToken.objects.select_related("user")
-        .filter(digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
+        .filter(live, digest=token_digest(raw), revoked_at__isnull=True, user__is_active=True)
         .first()
     )
     if token is not None:

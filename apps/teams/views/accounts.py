@@ -24,6 +24,7 @@ from apps.teams.ratelimit import signup_rate_consume
 from apps.teams.selectors import invitation_by_token, membership_default_for_user
 from apps.teams.services import invitation_accept, user_create
 from apps.teams.services.invitations import CLOSED_MESSAGES
+from apps.teams.signin_throttle import signin_address_paused
 
 INVITATION = "teams/invitation.html"
 # Sign-up creates the user itself, so it names the backend that will load them again.
@@ -41,6 +42,12 @@ class LoginView(auth_views.LoginView):
         context["allow_signup"] = settings.ALLOW_SIGNUP
         return context
 
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = signin_address_paused(request=request)
+        if wait:
+            return _paused(request, wait, per_address=True)
+        return super().post(request, *args, **kwargs)
+
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
         default = membership_default_for_user(user=form.get_user())
@@ -53,10 +60,17 @@ def login_locked_out(
     request: HttpRequest, original_response: Any = None, credentials: Any = None
 ) -> HttpResponse:
     """django-axes' answer once a username has failed too often from one address."""
-    minutes = settings.LOGIN_LOCKOUT_MINUTES
-    context = {"minutes": minutes, "allow_signup": settings.ALLOW_SIGNUP}
+    return _paused(request, settings.LOGIN_LOCKOUT_MINUTES * 60, per_address=False)
+
+
+def _paused(request: HttpRequest, wait: int, *, per_address: bool) -> HttpResponse:
+    context = {
+        "minutes": math.ceil(wait / 60),
+        "per_address": per_address,
+        "allow_signup": settings.ALLOW_SIGNUP,
+    }
     response = render(request, "registration/locked_out.html", context, status=429)
-    response["Retry-After"] = str(minutes * 60)
+    response["Retry-After"] = str(wait)
     return response
 
 

@@ -49,7 +49,11 @@ def api_tokens(request: HtmxHttpRequest) -> HttpResponse:
     form = ApiTokenCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            token, raw = api_token_create(user=request.user, name=form.cleaned_data["name"])
+            token, raw = api_token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                expires_in_days=form.expires_in_days(),
+            )
         except ValidationError as exc:
             add_service_error(form, exc)
         else:

@@ -1,6 +1,7 @@
 from argparse import ArgumentParser
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.teams.selectors import user_by_username
@@ -15,6 +16,12 @@ class Command(BaseCommand):
         create = actions.add_parser("create", help="Create a token for a user.")
         create.add_argument("--user", required=True, help="Username of the token's owner.")
         create.add_argument("--name", default="CLI token", help="What the token is for.")
+        create.add_argument(
+            "--expires-days",
+            type=int,
+            default=None,
+            help="Days until the token stops working (default: never, until revoked).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = user_by_username(username=options["user"])
@@ -22,7 +29,12 @@ class Command(BaseCommand):
             raise CommandError(f"No user with the username “{options['user']}”.")
         if not user.is_active:
             raise CommandError(f"User “{options['user']}” is inactive; a token would not work.")
-        token, raw = api_token_create(user=user, name=options["name"])
+        try:
+            token, raw = api_token_create(
+                user=user, name=options["name"], expires_in_days=options["expires_days"]
+            )
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from exc
         self.stdout.write(f"Created token “{token.name}” for {user}. It is not shown again:")
         # Alone on the last line so scripts can take it with `tail -n 1`.
         self.stdout.write(raw)
