@@ -18,6 +18,7 @@ from kombu import transport as kombu_transports
 
 from apps.alerts.webhook_hosts import host_rule
 from apps.core import embedded_postgres
+from apps.pipelines.environment import secret_env_prefix
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -442,6 +443,13 @@ WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, l
 ALERT_DELIVERIES_PER_TEAM = _int("ALERT_DELIVERIES_PER_TEAM", default=1, least=0)
 # Permanent failures in a row after which a channel is disabled and the owners are told.
 ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
+
+# --- Configuration as code (docs/configuration-as-code.md) -------------------------
+# A file's secret_env names a variable of the server's environment. Only the command line
+# (manage.py budgets apply) reads any; a file applied in the browser reads only variables
+# starting with these prefixes, each for every team or one (team-slug=PREFIX), since any
+# member of any team writes it. Empty by default: the browser reads none.
+CONFIG_SECRET_ENV_PREFIXES = _entries("CONFIG_SECRET_ENV_PREFIXES", secret_env_prefix)
 
 # --- Accounts: sign-up, sign-in throttling, invitations (docs/accounts.md) ----------
 # Anyone may sign up unless this is off; production usually turns it off and invites.

@@ -134,6 +134,11 @@ def test_the_development_servers_line_per_request_follows_request_log_level(
             "WEBHOOK_ALLOWED_HOSTS: “alertmanager.internal” is a bare host: write the scheme, "
             "host and port a webhook may reach, such as https://alertmanager.internal:443",
         ),
+        (
+            "CONFIG_SECRET_ENV_PREFIXES",
+            "LB_OK_,acme=1BAD",
+            "CONFIG_SECRET_ENV_PREFIXES: “acme=1BAD” does not start variable names",
+        ),
     ],
 )
 def test_an_out_of_range_setting_stops_the_process_with_its_name(
