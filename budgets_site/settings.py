@@ -6,6 +6,7 @@ broker that needs no server, both under ``var/``.
 """
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from django.core.management.utils import get_random_secret_key
 from kombu import Queue
 from kombu import transport as kombu_transports
 
+from apps.alerts.webhook_hosts import host_rule
 from apps.core import embedded_postgres
+from apps.pipelines.environment import secret_env_prefix
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -371,6 +374,18 @@ def _seconds(name: str, *, default: float) -> float:
     return _at_least(0, name, env.float(name, default=default))
 
 
+def _entries(name: str, check: Callable[[str], object]) -> list[str]:
+    """A comma-separated list whose every entry ``check`` accepts, or the process stops
+    with the setting's name and what is wrong."""
+    entries: list[str] = env.list(name, default=[])
+    for entry in entries:
+        try:
+            check(entry)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}.") from None
+    return entries
+
+
 # Caps apply to the body as sent and again after decompression.
 INGEST_MAX_BODY_BYTES = _int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024, least=1)
 INGEST_MAX_DECOMPRESSED_BYTES = _int(
@@ -435,9 +450,11 @@ SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 
 # --- Alerts: webhook and email deliveries ----------------------------------------
 # Webhook targets resolving to private, loopback or link-local addresses are refused at
-# connect time (SSRF), unless allowed everywhere or for the hosts listed here.
+# connect time (SSRF), unless allowed everywhere or for the receivers listed here, each as
+# scheme://host:port, for every team or one (team-slug=scheme://host:port; see
+# apps/alerts/webhook_hosts.py): a bare host, which once meant any port, stops start-up.
 WEBHOOK_ALLOW_PRIVATE_IPS = env.bool("WEBHOOK_ALLOW_PRIVATE_IPS", default=False)
-WEBHOOK_ALLOWED_HOSTS = [h.lower() for h in env.list("WEBHOOK_ALLOWED_HOSTS", default=[])]
+WEBHOOK_ALLOWED_HOSTS = _entries("WEBHOOK_ALLOWED_HOSTS", host_rule)
 WEBHOOK_CONNECT_TIMEOUT_S = _at_least(
     0.1, "WEBHOOK_CONNECT_TIMEOUT_S", env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=5.0)
 )
@@ -451,6 +468,13 @@ WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, l
 ALERT_DELIVERIES_PER_TEAM = _int("ALERT_DELIVERIES_PER_TEAM", default=1, least=0)
 # Permanent failures in a row after which a channel is disabled and the owners are told.
 ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
+
+# --- Configuration as code (docs/configuration-as-code.md) -------------------------
+# A file's secret_env names a variable of the server's environment. Only the command line
+# (manage.py budgets apply) reads any; a file applied in the browser reads only variables
+# starting with these prefixes, each for every team or one (team-slug=PREFIX), since any
+# member of any team writes it. Empty by default: the browser reads none.
+CONFIG_SECRET_ENV_PREFIXES = _entries("CONFIG_SECRET_ENV_PREFIXES", secret_env_prefix)
 
 # --- Accounts: sign-up, sign-in throttling, invitations (docs/accounts.md) ----------
 # Anyone may sign up unless this is off; production usually turns it off and invites.

@@ -31,6 +31,11 @@ def _config_errors(exc: ConfigInvalid | ConfigApplyError) -> list[str]:
     return [f"{where}{exc.message} Nothing was changed."]
 
 
+def _export(membership: Membership) -> str:
+    """Viewers get webhook URLs as the channel pages show them to viewers."""
+    return config_export(team=membership.team, masked=not membership.can_write)
+
+
 def _render(
     request: HtmxHttpRequest,
     membership: Membership,
@@ -45,7 +50,7 @@ def _render(
     context: dict[str, Any] = {
         "team": membership.team,
         "membership": membership,
-        "current_yaml": config_export(team=membership.team),
+        "current_yaml": _export(membership),
         "form": form or ConfigUploadForm(),
         "plan": plan,
         "token": token,
@@ -123,9 +128,7 @@ def config_apply(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @require_GET
 def config_download(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
-    response = HttpResponse(
-        config_export(team=membership.team), content_type="text/yaml; charset=utf-8"
-    )
+    response = HttpResponse(_export(membership), content_type="text/yaml; charset=utf-8")
     filename = f"{membership.team.slug}-budgets.yaml"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from pytest_django import Settings
 
 from apps.alerts.config_as_code import alerts_plan, channels_plan
 from apps.alerts.models import AlertRule, Channel, ChannelKind, RuleScope, Severity
@@ -36,6 +37,7 @@ from apps.pipelines.config_as_code.sections import (
     sections,
 )
 from apps.pipelines.config_as_code.steps import Plan
+from apps.pipelines.environment import COMMAND_LINE
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from tests.alerts.builders import email_channel, rule, webhook_channel
 from tests.conftest import TeamWorld, client_for
@@ -71,6 +73,12 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
+def browser_reads_env(settings: Settings) -> None:
+    """The operator lets files applied in the browser read ONCALL_* variables."""
+    settings.CONFIG_SECRET_ENV_PREFIXES = ["ONCALL_"]
+
+
+@pytest.fixture
 def rag(world: TeamWorld) -> Pipeline:
     pipeline = make_pipeline(
         world.team,
@@ -101,12 +109,14 @@ def changes(out: str) -> list[str]:
 
 
 def plan_lines(text: str, *, prune: bool = False) -> list[str]:
-    return config_apply(document=parse_document(text), prune=prune, dry_run=True).render()
+    return config_apply(
+        document=parse_document(text, environment=COMMAND_LINE), prune=prune, dry_run=True
+    ).render()
 
 
 def errors(text: str) -> list[tuple[int, str]]:
     with pytest.raises(ConfigInvalid) as caught:
-        config_apply(document=parse_document(text), dry_run=True)
+        config_apply(document=parse_document(text, environment=COMMAND_LINE), dry_run=True)
     return [(error.line, error.message) for error in caught.value.errors]
 
 
@@ -130,7 +140,7 @@ def extra_sections() -> Iterator[Callable[[str], Section]]:
 
     def section(key: str) -> Section:
         added.append(key)
-        return Section(key, lambda item, reader: None, lambda t, s, o: Plan(), lambda t: None)
+        return Section(key, lambda item, reader: None, lambda t, s, o: Plan(), lambda t, o: None)
 
     yield section
     for key in added:
@@ -383,7 +393,7 @@ INVALID = [
 @pytest.mark.parametrize(("text", "line", "message"), INVALID)
 def test_invalid_sections_are_rejected_with_line_and_reason(text: str, line: int, message: str):
     with pytest.raises(ConfigInvalid) as caught:
-        parse_document(text)
+        parse_document(text, environment=COMMAND_LINE)
 
     found = [(e.line, e.message) for e in caught.value.errors]
     assert any(at == line and message in said for at, said in found), found
@@ -393,7 +403,7 @@ def test_an_unset_secret_variable_is_an_error_naming_it(monkeypatch: pytest.Monk
     monkeypatch.delenv(ENV, raising=False)
 
     with pytest.raises(ConfigInvalid) as caught:
-        parse_document(ISSUE)
+        parse_document(ISSUE, environment=COMMAND_LINE)
 
     [error] = caught.value.errors
     assert error.line == 6
@@ -404,7 +414,7 @@ def test_a_variable_that_holds_no_signing_secret_is_an_error(monkeypatch: pytest
     monkeypatch.setenv(ENV, "hunter2")
 
     with pytest.raises(ConfigInvalid) as caught:
-        parse_document(ISSUE)
+        parse_document(ISSUE, environment=COMMAND_LINE)
 
     [error] = caught.value.errors
     assert error.line == 6
@@ -516,7 +526,9 @@ def test_with_prune_a_pipeline_missing_from_the_file_cannot_be_watched(world: Te
     text = "team: acme\npipelines: []\nalerts:\n  - {slug: a, pipeline: rag-chat}\n"
 
     with pytest.raises(ConfigInvalid) as caught:
-        config_apply(document=parse_document(text), prune=True, dry_run=True)
+        config_apply(
+            document=parse_document(text, environment=COMMAND_LINE), prune=True, dry_run=True
+        )
 
     assert [(e.line, e.message) for e in caught.value.errors] == [
         (4, "Pipeline “rag-chat” is not in the file, and --prune deletes it.")
@@ -749,7 +761,7 @@ def test_a_new_secret_is_a_change_that_never_shows_the_secret(
 
 
 def test_the_plan_digest_changes_with_the_secret_value(
-    world: TeamWorld, rag: Pipeline, secret: str, monkeypatch
+    world: TeamWorld, rag: Pipeline, secret: str, monkeypatch, browser_reads_env: None
 ):
     first = config_preview(team=world.team, text=ISSUE, prune=False)
     again = config_preview(team=world.team, text=ISSUE, prune=False)
@@ -969,7 +981,7 @@ def preview(client: Client, text: str = ISSUE) -> tuple[int, str, str]:
 
 
 def test_owner_previews_then_applies_channels_and_alerts_on_the_page(
-    world: TeamWorld, rag: Pipeline, secret: str
+    world: TeamWorld, rag: Pipeline, secret: str, browser_reads_env: None
 ):
     client = client_for(world.owner)
 
@@ -991,7 +1003,9 @@ def test_owner_previews_then_applies_channels_and_alerts_on_the_page(
     assert secret not in page
 
 
-def test_a_secret_changed_since_the_preview_is_not_applied(world, rag, secret, monkeypatch):
+def test_a_secret_changed_since_the_preview_is_not_applied(
+    world, rag, secret, monkeypatch, browser_reads_env
+):
     client = client_for(world.owner)
     _, _, token = preview(client)
     monkeypatch.setenv(ENV, secret_generate())

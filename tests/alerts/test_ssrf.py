@@ -64,6 +64,19 @@ def _post(url: str) -> None:
         ("2002:a9fe:a9fe::1", "6to4 link-local"),
         ("64:ff9b::a00:1", "NAT64 private"),
         ("64:ff9b::7f00:1", "NAT64 loopback"),
+        # Local-use NAT64 (RFC 8215) as a whole, whatever its last 32 bits hold.
+        ("64:ff9b:1::a00:1", "local-use NAT64"),
+        ("64:ff9b:1::808:808", "local-use NAT64"),
+        ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "local-use NAT64"),
+        ("64:ff9b:1:a0a:101::", "local-use NAT64"),
+        # Teredo's IPv4 address is obfuscated and reached through relays.
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo"),
+        # IPv4-compatible and IPv4-translated forms are deprecated, reserved space.
+        ("::7f00:1", "reserved"),
+        ("::808:808", "reserved"),
+        ("::ffff:0:808:808", "reserved"),
+        ("2002:c0a8:101::1", "6to4 private"),
         ("2001:db8::1", "private"),
     ],
 )
@@ -80,6 +93,7 @@ def test_internal_addresses_are_classed(address: str, expected: str) -> None:
         "::ffff:8.8.8.8",
         "2002:808:808::1",
         "64:ff9b::808:808",
+        "64:ff9b::1.1.1.1",
     ],
 )
 def test_public_addresses_pass(address: str) -> None:
@@ -102,8 +116,9 @@ def test_the_refusal_names_the_host_the_address_and_its_class(http_receiver: Htt
     with pytest.raises(RequestRefused) as refused:
         _post(http_receiver.url(host="localhost"))
     assert str(refused.value).startswith(
-        "refused: localhost resolves to 127.0.0.1, a loopback address; "
-        "set WEBHOOK_ALLOW_PRIVATE_IPS or add the host to WEBHOOK_ALLOWED_HOSTS"
+        "refused: localhost resolves to 127.0.0.1, a loopback address; set "
+        f"WEBHOOK_ALLOW_PRIVATE_IPS or add http://localhost:{http_receiver.port} to "
+        "WEBHOOK_ALLOWED_HOSTS"
     )
     with pytest.raises(RequestRefused, match=r"169\.254\.169\.254 is a link-local address"):
         _post("http://169.254.169.254/latest/meta-data/")
@@ -135,7 +150,7 @@ def test_allow_private_ips_lets_ipv6_loopback_through(
 def test_an_allowed_host_is_let_through_and_only_that_host(
     http_receiver: HttpReceiver, settings: Settings
 ) -> None:
-    settings.WEBHOOK_ALLOWED_HOSTS = ["localhost"]
+    settings.WEBHOOK_ALLOWED_HOSTS = [f"http://localhost:{http_receiver.port}"]
     answer = guarded_post(http_receiver.url(host="localhost"), body=b"{}", headers={})
     assert (answer.status, answer.address) == (200, "127.0.0.1")
     # The socket went to the address that was checked; the Host header kept the name.
@@ -145,10 +160,48 @@ def test_an_allowed_host_is_let_through_and_only_that_host(
     assert len(http_receiver.requests) == 1
 
 
-def test_an_allowed_ipv6_literal_matches_without_brackets(
+def test_a_teams_entry_lets_that_team_through_and_no_other(
+    world: TeamWorld, http_receiver: HttpReceiver, settings: Settings
+) -> None:
+    settings.WEBHOOK_ALLOWED_HOSTS = [f"acme=http://localhost:{http_receiver.port}"]
+    url = http_receiver.url(host="localhost")
+    ours = channel_create(team=world.team, slug="am", kind=ChannelKind.WEBHOOK, url=url)
+    theirs = channel_create(team=world.other_team, slug="am", kind=ChannelKind.WEBHOOK, url=url)
+
+    delivered = WebhookTransport().notify(
+        channel=ours, notification=notification_for(ours), timestamp=1700000000
+    )
+    with pytest.raises(TransportError) as failed:
+        WebhookTransport().notify(
+            channel=theirs, notification=notification_for(theirs), timestamp=1700000000
+        )
+    with pytest.raises(RequestRefused):
+        _post(url)  # no team at all: only entries for every team apply
+
+    assert delivered.http_status == 200
+    assert failed.value.permanent
+    assert "a loopback address" in str(failed.value)
+    assert len(http_receiver.requests) == 1
+
+
+def test_an_allowed_local_use_nat64_address_is_let_through_and_only_it(
+    settings: Settings,
+) -> None:
+    settings.WEBHOOK_CONNECT_TIMEOUT_S = settings.WEBHOOK_TIMEOUT_S = 1.0
+    with pytest.raises(RequestRefused, match="is a local-use NAT64 address"):
+        _post("http://[64:ff9b:1::808:808]:9/hook")
+    settings.WEBHOOK_ALLOWED_HOSTS = ["http://[64:ff9b:1::808:808]:9"]
+    # Past the guard: the connection itself fails here, where no translator answers.
+    with pytest.raises(RequestFailed):
+        _post("http://[64:ff9b:1::808:808]:9/hook")
+    with pytest.raises(RequestRefused, match="is a local-use NAT64 address"):
+        _post("http://[64:ff9b:1::808:809]:9/hook")
+
+
+def test_an_allowed_ipv6_literal_matches_in_brackets(
     http_receiver_v6: HttpReceiver, settings: Settings
 ) -> None:
-    settings.WEBHOOK_ALLOWED_HOSTS = ["[::1]"]
+    settings.WEBHOOK_ALLOWED_HOSTS = [f"http://[::1]:{http_receiver_v6.port}"]
     assert guarded_post(http_receiver_v6.url(), body=b"{}", headers={}).status == 200
 
 
@@ -246,6 +299,32 @@ def test_https_uses_the_hostname_for_sni_and_the_certificate(
     assert (answer.status, answer.address) == (200, "127.0.0.1")
     assert https_receiver.server_names == ["localhost"]
     assert https_receiver.requests[0].headers["host"] == f"localhost:{https_receiver.port}"
+
+
+def test_an_allowed_origin_lets_its_scheme_host_and_port_through_and_nothing_else(
+    https_receiver: HttpReceiver,
+    certificates: dict[str, tuple[Path, Path]],
+    settings: Settings,
+) -> None:
+    settings.WEBHOOK_ALLOWED_HOSTS = [f"https://localhost:{https_receiver.port}"]
+    ca = str(certificates["localhost"][0])
+    other_port = HttpReceiver().start()
+    try:
+        # Any path on the allowed origin.
+        for path in ("/hook", "/another/path?x=1"):
+            url = https_receiver.url(path, host="localhost")
+            assert guarded_post(url, body=b"{}", headers={}, ca_certs=ca).status == 200
+        for url in (
+            f"http://localhost:{https_receiver.port}/hook",  # same host and port, http
+            other_port.url(host="localhost"),  # same host, another port
+            https_receiver.url(host="127.0.0.1"),  # same address and port, another host
+        ):
+            with pytest.raises(RequestRefused, match="a loopback address"):
+                _post(url)
+        assert other_port.connections == 0
+    finally:
+        other_port.stop()
+    assert https_receiver.connections == 2
 
 
 def test_https_refuses_a_certificate_for_another_name(

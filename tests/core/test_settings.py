@@ -128,6 +128,17 @@ def test_the_development_servers_line_per_request_follows_request_log_level(
         ("INGEST_MAX_BODY_BYTES", "0", "INGEST_MAX_BODY_BYTES must be at least 1; it is 0."),
         ("INGEST_DRAIN_CONCURRENCY", "0", "INGEST_DRAIN_CONCURRENCY must be at least 1; it is 0."),
         ("INGEST_RATE_LIMIT_SPANS", "-5", "INGEST_RATE_LIMIT_SPANS must be at least 0; it is -5."),
+        (
+            "WEBHOOK_ALLOWED_HOSTS",
+            "https://ok.internal:443,alertmanager.internal",
+            "WEBHOOK_ALLOWED_HOSTS: “alertmanager.internal” is a bare host: write the scheme, "
+            "host and port a webhook may reach, such as https://alertmanager.internal:443",
+        ),
+        (
+            "CONFIG_SECRET_ENV_PREFIXES",
+            "LB_OK_,acme=1BAD",
+            "CONFIG_SECRET_ENV_PREFIXES: “acme=1BAD” does not start variable names",
+        ),
     ],
 )
 def test_an_out_of_range_setting_stops_the_process_with_its_name(

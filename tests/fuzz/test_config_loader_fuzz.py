@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from apps.pipelines.config_as_code import ConfigInvalid, Document, parse_document
 from apps.pipelines.config_as_code.loader import MAX_DEPTH, MAX_NODES
+from apps.pipelines.environment import COMMAND_LINE
 from tests.fuzz.config_documents import SECRET_ENV, full_documents, pipelines_documents
 from tests.fuzz.conftest import FUZZ
 from tests.fuzz.mutations import mutated
@@ -79,7 +80,8 @@ any_texts = st.one_of(
 def parsed(text: str) -> Document | None:
     """The document, or None when it was refused as invalid; any other error fails."""
     try:
-        return parse_document(text)
+        # As the command line reads it: the secret_env variables too.
+        return parse_document(text, environment=COMMAND_LINE)
     except ConfigInvalid as exc:
         refusal = exc
     assert refusal.errors

@@ -10,6 +10,7 @@ from apps.alerts.config_as_code.selectors import channels_for_config
 from apps.alerts.models import Channel, ChannelKind
 from apps.alerts.services.channels import channel_create, channel_delete, channel_update
 from apps.alerts.services.rules import alert_rule_update
+from apps.alerts.webhook_urls import url_as_written
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
 from apps.teams.models import Team
 
@@ -24,6 +25,11 @@ def _shown(value: str | list[str]) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _url(channel: Channel, spec: ChannelSpec) -> str:
+    """A URL in viewers' form that stands for the stored one keeps it."""
+    return url_as_written(written=spec.url, stored=channel.url)
+
+
 def _differences(channel: Channel, spec: ChannelSpec) -> list[str]:
     """What changes, in words; a secret is only ever said to change, never shown."""
     changes = []
@@ -33,8 +39,9 @@ def _differences(channel: Channel, spec: ChannelSpec) -> list[str]:
         if list(channel.email_to) != list(spec.email_to):
             changes.append(f"to {_shown(channel.email_to)} -> {_shown(list(spec.email_to))}")
         return changes
-    if channel.url != spec.url:
-        changes.append(f"url {_shown(channel.url)} -> {_shown(spec.url)}")
+    url = _url(channel, spec)
+    if channel.url != url:
+        changes.append(f"url {_shown(channel.url)} -> {_shown(url)}")
     if channel.format != spec.format:
         changes.append(f"format {channel.format} -> {spec.format}")
     if channel.secret_env != spec.secret_env:
@@ -70,7 +77,7 @@ def _updating(channel: Channel, spec: ChannelSpec) -> Callable[[Team], object]:
         channel=channel,
         name=spec.name,
         email_to=spec.email_to,
-        url=spec.url,
+        url=_url(channel, spec),
         format=spec.format,
         secret=spec.secret,  # "" keeps the stored secret
         secret_env=spec.secret_env,

@@ -1,7 +1,5 @@
 """The ``channels:`` section: where notifications go, from nodes to specs."""
 
-import os
-import re
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
@@ -13,11 +11,11 @@ from apps.alerts.services.channels import MAX_ADDRESSES
 from apps.alerts.transports.signing import secret_is_valid
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar, Sequence
 from apps.pipelines.config_as_code.reader import Reader, describe
+from apps.pipelines.environment import ENV_NAME
 
 CHANNEL_KEYS = ("slug", "name", "kind", "url", "secret_env", "format", "to")
 WEBHOOK_ONLY = ("url", "secret_env", "format")
 EMAIL_ONLY = ("to",)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _url_validator = URLValidator(schemes=["http", "https"])
 
 
@@ -30,8 +28,13 @@ class ChannelSpec:
     name: str = ""
     email_to: tuple[str, ...] = ()
     url: str = ""
+    url_line: int = 0
     format: str = WebhookFormat.NATIVE
     secret_env: str = ""
+    secret_env_line: int = 0
+    # False when the file may not read this variable (applied in the browser): it was
+    # never looked up, and only the variable the channel already has may be named.
+    secret_env_read: bool = True
     # Read from ``secret_env`` when the file is read; "" keeps the stored secret.
     secret: str = field(default="", repr=False)
 
@@ -53,7 +56,7 @@ def _check_url(value: str) -> None:
 
 
 def _check_env_name(value: str) -> None:
-    if not _ENV_NAME.fullmatch(value):
+    if not ENV_NAME.fullmatch(value):
         raise ValidationError(
             f"“{value}” is not an environment variable name (letters, digits and _, "
             "not starting with a digit)."
@@ -91,14 +94,19 @@ def _addresses(reader: Reader, item: Item) -> tuple[str, ...]:
     return tuple(addresses)
 
 
-def _secret(reader: Reader, item: Item) -> tuple[str, str]:
-    """The variable's name and the secret it holds; the value never goes into a message."""
+def _secret(reader: Reader, item: Item) -> tuple[str, str, bool]:
+    """The variable's name, the secret it holds, and whether it could be read here; the
+    value never goes into a message."""
     name = reader.text(item, max_length=100, check=_check_env_name)
     if name is None:
-        return "", ""
-    value = os.environ.get(name, "").strip()
+        return "", "", True
+    if not reader.environment.readable(name):
+        # Not looked up: whether it exists is not for this file to learn.
+        return name, "", False
+    found = reader.environment.read(name)
+    value = (found or "").strip()
     if not value:
-        state = "is not set" if name not in os.environ else "is empty"
+        state = "is not set" if found is None else "is empty"
         reader.error(
             item.value.line,
             f"The environment variable “{name}” {state}: it must hold this channel's "
@@ -111,7 +119,7 @@ def _secret(reader: Reader, item: Item) -> tuple[str, str]:
             "“whsec_” followed by base64 (at least 24 bytes).",
         )
         value = ""
-    return name, value
+    return name, value, True
 
 
 def _misplaced(reader: Reader, entries: dict[str, Item], kind: str) -> None:
@@ -135,6 +143,7 @@ def _channel(reader: Reader, node: Node) -> ChannelSpec:
     kind = (reader.choice(entries["kind"], ChannelKind.values) if "kind" in entries else None) or ""
     name = (reader.text(entries["name"], max_length=100) or "") if "name" in entries else ""
     url, format_, secret_env, secret = "", WebhookFormat.NATIVE.value, "", ""
+    secret_env_read = True
     email_to: tuple[str, ...] = ()
     if kind:
         _misplaced(reader, entries, kind)
@@ -148,7 +157,7 @@ def _channel(reader: Reader, node: Node) -> ChannelSpec:
         if "format" in entries:
             format_ = reader.choice(entries["format"], WebhookFormat.values) or format_
         if "secret_env" in entries:
-            secret_env, secret = _secret(reader, entries["secret_env"])
+            secret_env, secret, secret_env_read = _secret(reader, entries["secret_env"])
     elif kind == ChannelKind.EMAIL and "to" in entries:
         email_to = _addresses(reader, entries["to"])
     return ChannelSpec(
@@ -159,8 +168,11 @@ def _channel(reader: Reader, node: Node) -> ChannelSpec:
         name=name,
         email_to=email_to,
         url=url,
+        url_line=line_of(entries.get("url"), node),
         format=format_,
         secret_env=secret_env,
+        secret_env_line=line_of(entries.get("secret_env"), node),
+        secret_env_read=secret_env_read,
         secret=secret,
     )
 

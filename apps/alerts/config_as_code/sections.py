@@ -4,6 +4,7 @@ channels after pipelines, alerts after channels (a rule names both)."""
 from apps.alerts.config_as_code.alerts_export import export_alerts
 from apps.alerts.config_as_code.alerts_plan import plan_alerts
 from apps.alerts.config_as_code.alerts_schema import parse_alerts
+from apps.alerts.config_as_code.channels_check import check_channels
 from apps.alerts.config_as_code.channels_export import export_channels
 from apps.alerts.config_as_code.channels_plan import fingerprint_channels, plan_channels
 from apps.alerts.config_as_code.channels_schema import parse_channels
@@ -15,9 +16,12 @@ CHANNELS = Section(
     parse_channels,
     plan_channels,
     export_channels,
+    check=check_channels,
     fingerprint=fingerprint_channels,
 )
-ALERTS = Section("alerts", parse_alerts, plan_alerts, export_alerts, check=check_alerts)
+ALERTS = Section(
+    "alerts", parse_alerts, plan_alerts, lambda team, _: export_alerts(team), check=check_alerts
+)
 
 
 def sections_register() -> None:

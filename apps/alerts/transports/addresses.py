@@ -2,17 +2,26 @@
 
 Any team can enter any URL, so a webhook must not become a way into our own network
 (the cloud metadata service at 169.254.169.254, a database on 10.x, the worker's own
-loopback). IPv6 forms that carry an IPv4 address (mapped, 6to4, NAT64) are judged by
-the IPv4 address they lead to.
+loopback). IPv6 forms that carry an IPv4 address where it can be read (IPv4-mapped,
+6to4, the well-known NAT64 prefix) are judged by the IPv4 address they lead to; those
+where it cannot be trusted are refused as a whole.
 """
 
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 
 _SHARED = IPv4Network("100.64.0.0/10")  # carrier-grade NAT, RFC 6598
 _UNIQUE_LOCAL = IPv6Network("fc00::/7")
-# The well-known NAT64 prefix and the local-use one (RFC 6052, RFC 8215): a translator
-# reaches the IPv4 address in the last 32 bits.
-_NAT64 = (IPv6Network("64:ff9b::/96"), IPv6Network("64:ff9b:1::/48"))
+# The well-known NAT64 prefix (RFC 6052): a translator reaches the IPv4 address in the
+# last 32 bits.
+_NAT64 = IPv6Network("64:ff9b::/96")
+# Ranges refused whatever IPv4 address their bits seem to hold. Local-use NAT64 (RFC
+# 8215) is a network's own translators, with prefixes of any length inside the /48, so
+# the IPv4 address need not be in the last 32 bits; Teredo (RFC 4380) reaches a host
+# behind NAT through relays, its IPv4 address obfuscated.
+_REFUSED_WHOLE = (
+    (IPv6Network("64:ff9b:1::/48"), "local-use NAT64"),
+    (IPv6Network("2001::/32"), "Teredo"),
+)
 
 
 def _embedded_ipv4(ip: IPv6Address) -> tuple[str, IPv4Address] | None:
@@ -20,7 +29,7 @@ def _embedded_ipv4(ip: IPv6Address) -> tuple[str, IPv4Address] | None:
         return "IPv4-mapped", ip.ipv4_mapped
     if ip.sixtofour is not None:
         return "6to4", ip.sixtofour
-    if any(ip in prefix for prefix in _NAT64):
+    if ip in _NAT64:
         return "NAT64", IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
 
@@ -29,6 +38,9 @@ def address_class(ip: IPv4Address | IPv6Address) -> str | None:
     """What keeps ``ip`` from being a webhook target ("private", "loopback", …); None
     for a globally routable address."""
     if isinstance(ip, IPv6Address):
+        for network, name in _REFUSED_WHOLE:
+            if ip in network:
+                return name
         embedded = _embedded_ipv4(ip)
         if embedded is not None:
             form, inner = embedded

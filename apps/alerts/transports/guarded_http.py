@@ -25,10 +25,10 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util import parse_url
 
 from apps.alerts.transports.addresses import address_class, parse_ip, with_article
+from apps.alerts.webhook_hosts import DEFAULT_PORTS, host_key, hosts_allow, origin_text
 
 EXCERPT_CHARS = 1000
 _READ_CHUNK = 16384
-_ALLOW_HINT = "set WEBHOOK_ALLOW_PRIVATE_IPS or add the host to WEBHOOK_ALLOWED_HOSTS"
 
 _Address = tuple[socket.AddressFamily, tuple[Any, ...]]
 
@@ -70,9 +70,9 @@ def _target(url: str) -> _Target:
     except urllib3.exceptions.LocationParseError:
         raise RequestRefused(f"refused: “{url}” is not a URL") from None
     scheme = (parsed.scheme or "").lower()
-    if scheme not in ("http", "https"):
+    if scheme not in DEFAULT_PORTS:
         raise RequestRefused(f"refused: only http and https URLs, not “{scheme or url}”")
-    host = (parsed.host or "").removeprefix("[").removesuffix("]").rstrip(".").lower()
+    host = host_key(parsed.host or "")
     if not host:
         raise RequestRefused(f"refused: “{url}” names no host")
     authorization = None
@@ -81,7 +81,7 @@ def _target(url: str) -> _Target:
     return _Target(
         scheme=scheme,
         host=host,
-        port=parsed.port or (443 if scheme == "https" else 80),
+        port=parsed.port or DEFAULT_PORTS[scheme],
         path=parsed.request_uri,
         authorization=authorization,
     )
@@ -90,15 +90,17 @@ def _target(url: str) -> _Target:
 class _Guard:
     """Resolves, checks and connects for one request, and enforces its deadline."""
 
-    def __init__(self, target: _Target, *, deadline: float) -> None:
+    def __init__(self, target: _Target, *, deadline: float, team_slug: str | None) -> None:
         self.target = target
         self.deadline = deadline
         self.connect_timeout = float(settings.WEBHOOK_CONNECT_TIMEOUT_S)
-        allowed = {
-            h.removeprefix("[").removesuffix("]").rstrip(".")
-            for h in settings.WEBHOOK_ALLOWED_HOSTS
-        }
-        self.unrestricted = bool(settings.WEBHOOK_ALLOW_PRIVATE_IPS) or target.host in allowed
+        self.unrestricted = bool(settings.WEBHOOK_ALLOW_PRIVATE_IPS) or hosts_allow(
+            settings.WEBHOOK_ALLOWED_HOSTS,
+            team_slug=team_slug,
+            scheme=target.scheme,
+            host=target.host,
+            port=target.port,
+        )
         self.address = ""
         self.expired = False
         self._lock = threading.Lock()
@@ -142,6 +144,10 @@ class _Guard:
 
     def _check(self, addresses: list[_Address]) -> None:
         host = self.target.host
+        allow = (
+            "set WEBHOOK_ALLOW_PRIVATE_IPS or add "
+            f"{origin_text(self.target.scheme, host, self.target.port)} to WEBHOOK_ALLOWED_HOSTS"
+        )
         for _, sockaddr in addresses:
             address = str(sockaddr[0])
             ip = parse_ip(address)
@@ -152,10 +158,8 @@ class _Guard:
                 continue
             what = with_article(kind)
             if parse_ip(host) is not None:
-                raise RequestRefused(f"refused: {address} is {what} address; {_ALLOW_HINT}")
-            raise RequestRefused(
-                f"refused: {host} resolves to {address}, {what} address; {_ALLOW_HINT}"
-            )
+                raise RequestRefused(f"refused: {address} is {what} address; {allow}")
+            raise RequestRefused(f"refused: {host} resolves to {address}, {what} address; {allow}")
 
     def connect(self) -> socket.socket:
         addresses = self._resolve()
@@ -236,18 +240,24 @@ def _read_capped(response: BaseHTTPResponse, limit: int) -> bytes:
 
 
 def guarded_post(
-    url: str, *, body: bytes, headers: Mapping[str, str], ca_certs: str | None = None
+    url: str,
+    *,
+    body: bytes,
+    headers: Mapping[str, str],
+    team_slug: str | None = None,
+    ca_certs: str | None = None,
 ) -> Answer:
     """POST ``body`` to ``url`` once; raise RequestRefused or RequestFailed if no answer.
 
     Any HTTP status is an answer, redirects included (``location`` says where to). The
     certificate of an https URL is checked against the system's trust store, or the CA
-    bundle at ``ca_certs``.
+    bundle at ``ca_certs``. ``team_slug`` is the sending team: entries of
+    ``WEBHOOK_ALLOWED_HOSTS`` for another team never let it through.
     """
     target = _target(url)
     total = float(settings.WEBHOOK_TIMEOUT_S)
     started = time.monotonic()
-    guard = _Guard(target, deadline=started + total)
+    guard = _Guard(target, deadline=started + total, team_slug=team_slug)
     connection: _GuardedHTTPConnection | _GuardedHTTPSConnection
     if target.scheme == "https":
         connection = _GuardedHTTPSConnection(

@@ -32,7 +32,9 @@ class WebhookTransport:
             raise TransportError(str(exc), permanent=True) from exc
         headers = {"Content-Type": content_type, "User-Agent": USER_AGENT, **signed}
         try:
-            answer = guarded_post(channel.url, body=body, headers=headers)
+            answer = guarded_post(
+                channel.url, body=body, headers=headers, team_slug=channel.team.slug
+            )
         except RequestRefused as exc:
             raise TransportError(str(exc), permanent=True) from exc
         except RequestFailed as exc:

@@ -3,7 +3,6 @@
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from urllib.parse import urlsplit
 
 from apps.alerts.models import (
     AlertRule,
@@ -18,6 +17,7 @@ from apps.alerts.models import (
     NotificationStatus,
     RuleScope,
 )
+from apps.alerts.webhook_urls import url_for_viewers
 from apps.pipelines.models import PERCENTILES
 
 TIMES = "\u00d7"
@@ -97,22 +97,6 @@ def _state_scope(state: AlertState, stage_names: dict[int, str]) -> str:
         except ValueError:
             return key
     return key
-
-
-def url_for_viewers(url: str) -> str:
-    """A webhook URL without its path, query and credentials: Slack's and many others'
-    carry their token there, and viewers see no secret."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "…"
-    if not parts.scheme or not parts.hostname:
-        return "…"
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    host = host if port is None else f"{host}:{port}"
-    hidden = parts.path not in ("", "/") or parts.query or parts.fragment or parts.username
-    return f"{parts.scheme}://{host}/…" if hidden else f"{parts.scheme}://{host}/"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from apps.pipelines.config_as_code.document_plan import plan_document
 from apps.pipelines.config_as_code.document_schema import Document, parse_document
 from apps.pipelines.config_as_code.errors import ConfigApplyError, ConfigError, ConfigInvalid
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
+from apps.pipelines.environment import environment_for_team
 from apps.teams.models import Team
 from apps.teams.services import team_create
 
@@ -80,8 +81,9 @@ def config_apply(
 
 
 def config_parse_for_team(*, team: Team, text: str) -> Document:
-    """Validate a file uploaded on a team's page; it must name that team."""
-    document = parse_document(text)
+    """Validate a file uploaded on a team's page; it must name that team. It reads only
+    the environment variables the operator allowed for that team."""
+    document = parse_document(text, environment=environment_for_team(team_slug=team.slug))
     if document.team != team.slug:
         raise ConfigInvalid(
             [

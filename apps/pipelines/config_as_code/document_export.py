@@ -3,6 +3,7 @@ from typing import Any
 import yaml
 
 from apps.pipelines.config_as_code.sections import sections
+from apps.pipelines.config_as_code.steps import ExportOptions
 from apps.teams.models import Team
 
 
@@ -39,11 +40,16 @@ def dump_yaml(data: Any) -> str:
     )
 
 
-def config_export(*, team: Team) -> str:
-    """The team's configuration in the file format; applying it back changes nothing."""
+def config_export(*, team: Team, masked: bool = True) -> str:
+    """The team's configuration in the file format; applying it back changes nothing.
+
+    Unless told it is not ``masked`` (for owners and editors, and the command line),
+    webhook URLs are in the form viewers see; applying that form keeps the stored URL.
+    """
     data: dict[str, Any] = {"team": team.slug}
+    options = ExportOptions(masked=masked)
     for section in sections():
-        value = section.export(team)
+        value = section.export(team, options)
         if value is not None:
             data[section.key] = value
     return dump_yaml(data)

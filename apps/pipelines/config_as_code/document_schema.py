@@ -7,6 +7,7 @@ from apps.pipelines.config_as_code.errors import ConfigInvalid
 from apps.pipelines.config_as_code.loader import load_yaml
 from apps.pipelines.config_as_code.reader import Reader
 from apps.pipelines.config_as_code.sections import sections as registered_sections
+from apps.pipelines.environment import NOTHING, Environment
 from apps.teams.models import slug_validator
 
 
@@ -18,10 +19,14 @@ class Document:
     sections: dict[str, Any]
 
 
-def parse_document(text: str) -> Document:
-    """Validate a file completely; raise ConfigInvalid listing every error by line."""
+def parse_document(text: str, *, environment: Environment = NOTHING) -> Document:
+    """Validate a file completely; raise ConfigInvalid listing every error by line.
+
+    ``environment`` is what the file may read of the server's environment: nothing
+    unless the caller says (the command line reads any variable).
+    """
     root, errors = load_yaml(text)
-    reader = Reader(errors)
+    reader = Reader(errors, environment=environment)
     known = registered_sections()
     keys = ("team", *(section.key for section in known))
     entries = reader.mapping(root, what="the file", keys=keys, required=("team",)) or {}

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 from apps.pipelines.config_as_code.errors import ConfigError
 from apps.pipelines.config_as_code.loader import Item, Mapping, Node, Scalar, Sequence
+from apps.pipelines.environment import NOTHING, Environment
 
 
 def describe(node: Node) -> str:
@@ -45,8 +46,12 @@ def is_null(node: Node) -> bool:
 
 
 class Reader:
-    def __init__(self, errors: list[ConfigError] | None = None) -> None:
+    def __init__(
+        self, errors: list[ConfigError] | None = None, *, environment: Environment = NOTHING
+    ) -> None:
         self.errors: list[ConfigError] = list(errors or [])
+        # The server's environment variables the file may read (see apps/pipelines/environment.py).
+        self.environment = environment
 
     def error(self, line: int, message: str) -> None:
         self.errors.append(ConfigError(line, message))

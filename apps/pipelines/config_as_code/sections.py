@@ -16,7 +16,7 @@ from apps.pipelines.config_as_code.pipelines_export import export_pipelines
 from apps.pipelines.config_as_code.pipelines_plan import plan_pipelines
 from apps.pipelines.config_as_code.pipelines_schema import parse_pipelines
 from apps.pipelines.config_as_code.reader import Reader
-from apps.pipelines.config_as_code.steps import Plan, PlanOptions
+from apps.pipelines.config_as_code.steps import ExportOptions, Plan, PlanOptions
 from apps.teams.models import Team
 
 
@@ -28,7 +28,7 @@ class Section:
     # The team is None when it does not exist yet (a dry run with --create-team).
     plan: Callable[[Team | None, Any, PlanOptions], Plan]
     # Plain data for the section, or None to leave the key out.
-    export: Callable[[Team], Any]
+    export: Callable[[Team, ExportOptions], Any]
     # Checks what the section names against the database and the file's other sections
     # (their specs by key) once the team is known; errors go to the reader, with lines.
     check: Callable[[Team | None, Any, Mapping[str, Any], PlanOptions, Reader], None] | None = None
@@ -38,7 +38,7 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("pipelines", parse_pipelines, plan_pipelines, export_pipelines),
+    Section("pipelines", parse_pipelines, plan_pipelines, lambda team, _: export_pipelines(team)),
 )
 
 # Registration order, which is also apply order among sections with no ``after`` between them.

@@ -10,6 +10,14 @@ class PlanOptions:
     prune: bool = False
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    """Who reads the export: ``masked`` leaves out what only owners and editors may read
+    (a webhook URL's path and query, which often is its token), as the pages do for viewers."""
+
+    masked: bool = True
+
+
 @dataclass
 class Step:
     """One unit of work with the plan lines it stands for.

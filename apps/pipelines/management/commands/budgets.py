@@ -11,6 +11,7 @@ from apps.pipelines.config_as_code import (
     config_export,
     parse_document,
 )
+from apps.pipelines.environment import COMMAND_LINE
 from apps.teams.models import Team
 
 
@@ -60,7 +61,8 @@ class Command(BaseCommand):
         source, text = self._read(options["file"])
         try:
             plan = config_apply(
-                document=parse_document(text),
+                # On the server, for its operator: any variable may be read.
+                document=parse_document(text, environment=COMMAND_LINE),
                 prune=options["prune"],
                 dry_run=options["dry_run"],
                 create_team=options["create_team"],
@@ -86,7 +88,7 @@ class Command(BaseCommand):
         team = Team.objects.filter(slug=options["team"]).first()
         if team is None:
             raise CommandError(f"Unknown team “{options['team']}”.")
-        text = config_export(team=team)
+        text = config_export(team=team, masked=False)
         if options["output"]:
             Path(options["output"]).write_text(text, encoding="utf-8")
         else:
