@@ -164,3 +164,18 @@ def test_a_database_other_than_postgresql_is_refused_with_a_clear_message(
     assert result.returncode != 0
     assert "DATABASE_URL must name a PostgreSQL database" in result.stderr
     assert "Leave it unset to use the embedded PostgreSQL server" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("INGEST_TOKENS_PER_TEAM", "INGEST_TOKENS_PER_ACCOUNT"),
+        ("INGEST_MAX_BACKLOG_SPANS_PER_TEAM", "INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT"),
+    ],
+)
+def test_a_cap_now_counted_per_account_stops_the_process_under_its_old_name(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    result = _manage("check", tmp_path=tmp_path, embedded=True, DEBUG="true", **{old: "5"})
+    assert result.returncode != 0
+    assert f"{old} is no longer read: it is now {new}; set that instead." in result.stderr
