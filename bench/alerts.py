@@ -277,6 +277,7 @@ def run() -> None:
         env.pop("TRACE_IDLE_SECONDS")
         env.pop("TRACE_SETTLE_SECONDS")
         env.pop("INGEST_RATE_LIMIT_SPANS")
+        env.pop("INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY")
         with (
             _process(web, logs / "web.log", env),
             _process(worker, logs / "worker.log", env),

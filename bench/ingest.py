@@ -160,7 +160,9 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return process_env(
         TRACE_IDLE_SECONDS=str(IDLE_S),
         TRACE_SETTLE_SECONDS=str(IDLE_S),
+        # Capacity is measured, not the limits that protect accounts from each other.
         INGEST_RATE_LIMIT_SPANS="0",
+        INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY="0",
         **extra,
     )
 

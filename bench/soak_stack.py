@@ -55,8 +55,12 @@ class Stack:
 def stack_env() -> dict[str, str]:
     from tests.processes import process_env
 
-    # The receiver listens on loopback, on a port of its own choosing.
-    return process_env(DEBUG="false", WEBHOOK_ALLOW_PRIVATE_IPS="true")
+    # The receiver listens on loopback, on a port of its own choosing. The daily quota
+    # bounds a day's disk, not capacity: half an hour at half capacity, and the runs of one
+    # day before it, would pass it on a fast machine.
+    return process_env(
+        DEBUG="false", WEBHOOK_ALLOW_PRIVATE_IPS="true", INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY="0"
+    )
 
 
 @contextmanager

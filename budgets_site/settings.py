@@ -402,21 +402,36 @@ INGEST_MAX_ATTRIBUTE_VALUE_LENGTH = _int(
 )
 INGEST_MAX_SPAN_EVENTS = _int("INGEST_MAX_SPAN_EVENTS", default=128, least=0)
 INGEST_MAX_SPAN_SIZE = _int("INGEST_MAX_SPAN_SIZE", default=1024 * 1024, least=1)
-# A trace holding this many spans takes no more (they are counted on the trace); the
-# drain that fills it stores all of its own spans, so a trace ends at most one drain
-# (INGEST_DRAIN_MAX_SPANS) over.
+# A trace holds at most this many spans and this many bytes of names, attributes and
+# events (plus its root, should that come last): the trace page, the rule tester and
+# analysis load a whole trace, so this bounds what one trace costs any of them. 16 MiB
+# holds a long agent run of a few hundred LLM calls with their prompts and completions
+# (values are cut at INGEST_MAX_ATTRIBUTE_VALUE_LENGTH); an ordinary trace is a few KB.
+# Spans past either are refused (partial_success once the trace is known to be full) and
+# counted on the trace.
 INGEST_MAX_SPANS_PER_TRACE = _int("INGEST_MAX_SPANS_PER_TRACE", default=10_000, least=1)
-# Per team, spans per second averaged over a few seconds, whatever the number of its
-# tokens; 0 turns the limit off.
+INGEST_MAX_TRACE_BYTES = _int("INGEST_MAX_TRACE_BYTES", default=16 * 1024 * 1024, least=1)
+# The caps below are counted per account (apps/teams/accounts.py), over all the teams it
+# created: counted per team, they would multiply with every team an account creates.
+# Spans per second per account averaged over a few seconds, whatever the number of its
+# teams and tokens; 0 turns the limit off.
 INGEST_RATE_LIMIT_SPANS = _int("INGEST_RATE_LIMIT_SPANS", default=50_000, least=0)
-# Live (unrevoked) ingest tokens a team may hold; 0 turns the cap off.
-INGEST_TOKENS_PER_TEAM = _int("INGEST_TOKENS_PER_TEAM", default=20, least=0)
-# Accepted spans not yet stored. A team holding more than its cap is told to retry
-# later (503); past the total cap, so is every team holding more than an even share of
+# Live (unrevoked) ingest tokens an account's teams may hold together; 0 turns the cap off.
+INGEST_TOKENS_PER_ACCOUNT = _int("INGEST_TOKENS_PER_ACCOUNT", default=20, least=0)
+# Accepted spans not yet stored. An account holding more than its cap is told to retry
+# later (503); past the total cap, so is every account holding more than an even share of
 # it. 0 turns a cap off.
 INGEST_MAX_BACKLOG_SPANS = _int("INGEST_MAX_BACKLOG_SPANS", default=2_000_000, least=0)
-INGEST_MAX_BACKLOG_SPANS_PER_TEAM = _int(
-    "INGEST_MAX_BACKLOG_SPANS_PER_TEAM", default=500_000, least=0
+INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = _int(
+    "INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT", default=500_000, least=0
+)
+# Bytes of accepted spans (as stored) an account may send per UTC day; past it, 429 until
+# midnight UTC. It bounds the disk one free account fills over the retention. 16 GiB lets
+# `make run`'s demo (5 traces/s, ~3.3 KB each: 1.4 GB a day) and a busy pipeline (10
+# requests/s all day with a few KB of prompt and completion on its LLM spans, ~8 KB a
+# trace: 7 GB a day) run all day with room to spare. 0 turns the quota off.
+INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY = _int(
+    "INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY", default=16 * 1024**3, least=0
 )
 # One ingest task stores up to this many spans from many coalesced requests.
 INGEST_DRAIN_MAX_SPANS = _int("INGEST_DRAIN_MAX_SPANS", default=20_000, least=1)
@@ -553,6 +568,10 @@ RETIRED_SETTINGS = {
     "teams of an account",
     "WHATIF_WAIT_S": "the API no longer waits for a what-if run: it answers 202 at once",
     "WHATIF_PAGE_WAIT_S": "the what-if page no longer waits for its runs: it polls",
+    "INGEST_TOKENS_PER_TEAM": "it is now INGEST_TOKENS_PER_ACCOUNT, counted over all the "
+    "teams of an account",
+    "INGEST_MAX_BACKLOG_SPANS_PER_TEAM": "it is now INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT, "
+    "counted over all the teams of an account",
 }
 for _name, _instead in RETIRED_SETTINGS.items():
     if _name in os.environ or f"{_name}_FILE" in os.environ:

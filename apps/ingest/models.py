@@ -77,11 +77,13 @@ class Trace(models.Model):
     first_seen_at = models.DateTimeField()
     last_span_at = models.DateTimeField()
     span_count = models.PositiveIntegerField(default=0)
-    # Spans refused because the trace already held INGEST_MAX_SPANS_PER_TRACE; a default
-    # in the database too, since the drain creates traces in SQL of its own.
+    # Spans refused because the trace was full (INGEST_MAX_SPANS_PER_TRACE or
+    # INGEST_MAX_TRACE_BYTES), and their bytes; defaults in the database too, since the
+    # drain creates traces in SQL of its own.
     spans_dropped = models.PositiveIntegerField(default=0, db_default=0)
-    # The stored size of its spans' names, attributes and events, about: what one
-    # analysis pass may load is bounded by it.
+    bytes_dropped = models.BigIntegerField(default=0, db_default=0)
+    # The size of its spans' names, attributes and events, about, as a reader holds them
+    # (uncompressed): what one analysis pass or one page may load is bounded by it.
     byte_count = models.BigIntegerField(default=0, db_default=0)
     # The span table is partitioned by span start: these bound the partitions that hold
     # the trace's spans, so reading them back probes a day or two, not every day kept.
@@ -139,6 +141,13 @@ class Trace(models.Model):
         if self.state == TraceState.SETTLED and self.last_span_at <= idle:
             return TraceState.FINALIZED.label
         return str(TraceState(self.state).label)
+
+    @property
+    def full_of(self) -> str:
+        """Which per-trace limit refused its spans: "spans" or "bytes" ("" when none did)."""
+        if not self.spans_dropped:
+            return ""
+        return "spans" if self.span_count >= settings.INGEST_MAX_SPANS_PER_TRACE else "bytes"
 
     @property
     def duration_ns(self) -> int | None:

@@ -59,7 +59,7 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
         body_length_check(request.META)
         with database_errors_refused():
             token = ingest_token_for_request(request)
-            backlog_check(team_id=token.team_id)
+            backlog_check(team=token.team)
             result = batch_accept(
                 token=token,
                 body=body_read(request),

@@ -230,3 +230,18 @@ def test_a_retired_setting_stops_start_up_with_its_replacement(tmp_path: Path) -
     assert result.returncode != 0
     assert "WHATIF_RUNS_PER_TEAM is no longer read" in result.stderr
     assert "WHATIF_RUNS_PER_ACCOUNT" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("INGEST_TOKENS_PER_TEAM", "INGEST_TOKENS_PER_ACCOUNT"),
+        ("INGEST_MAX_BACKLOG_SPANS_PER_TEAM", "INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT"),
+    ],
+)
+def test_a_cap_now_counted_per_account_stops_the_process_under_its_old_name(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    result = _manage("check", tmp_path=tmp_path, embedded=True, DEBUG="true", **{old: "5"})
+    assert result.returncode != 0
+    assert f"{old} is no longer read: it is now {new}" in result.stderr

@@ -258,11 +258,22 @@ def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:
     assert "<dt>http.route</dt><dd>/x</dd>" in html
 
 
-def test_a_full_trace_says_how_many_spans_it_refused(world: Any) -> None:
+def test_a_full_trace_says_how_many_spans_it_refused(world: Any, settings: Any) -> None:
     _stored_now(world, 0xF3)
+    settings.INGEST_MAX_SPANS_PER_TRACE = 1
     Trace.objects.filter(team=world.team).update(spans_dropped=42)
 
     html = client_for(world.viewer).get(detail_url(hex_of(0xF3))).content.decode()
 
     assert "42 more refused" in html
     assert "limit of spans per trace" in html
+
+
+def test_a_trace_cut_at_its_byte_limit_says_so_and_how_much_it_refused(world: Any) -> None:
+    _stored_now(world, 0xF4)
+    Trace.objects.filter(team=world.team).update(spans_dropped=3, bytes_dropped=3 * 1024 * 1024)
+
+    html = client_for(world.viewer).get(detail_url(hex_of(0xF4))).content.decode()
+
+    assert "3 more refused (3.0\xa0MB)" in html
+    assert "limit of bytes per trace" in html

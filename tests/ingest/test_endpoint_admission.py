@@ -38,7 +38,9 @@ pytestmark = pytest.mark.usefixtures("clean_cache")
 
 @pytest.fixture
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The early check reads the clock itself; the request path reads it once for the rest.
     monkeypatch.setattr(ratelimit, "time", SimpleNamespace(time=lambda: NOW))
+    monkeypatch.setattr(intake, "time", SimpleNamespace(time=lambda: NOW))
 
 
 # --- Rate limit -----------------------------------------------------------------------
@@ -63,7 +65,7 @@ def test_a_token_over_its_span_rate_gets_429_with_retry_after(
     assert RawBatch.objects.get().span_count == 3
 
 
-def test_the_rate_is_counted_per_team_whatever_its_tokens(
+def test_the_rate_is_counted_per_account_whatever_its_tokens(
     world: TeamWorld, settings, frozen_clock
 ) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
@@ -76,7 +78,7 @@ def test_the_rate_is_counted_per_team_whatever_its_tokens(
     assert post(OTLP, protobuf_batch(2), token=fresh).status_code == 429
 
 
-def test_one_team_at_its_rate_does_not_throttle_another(
+def test_one_account_at_its_rate_does_not_throttle_another(
     world: TeamWorld, settings, frozen_clock
 ) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
@@ -107,33 +109,33 @@ def test_refused_spans_do_not_use_up_the_allowance(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 2  # ten spans per window
     rate_window_fresh()
 
-    assert rate_limit_consume(team_id=1, spans=8, now=NOW) == 0
-    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 3
-    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 3
-    assert rate_limit_consume(team_id=1, spans=2, now=NOW) == 0
+    assert rate_limit_consume(account_key="user:1", spans=8, now=NOW) == 0
+    assert rate_limit_consume(account_key="user:1", spans=5, now=NOW) == 3
+    assert rate_limit_consume(account_key="user:1", spans=5, now=NOW) == 3
+    assert rate_limit_consume(account_key="user:1", spans=2, now=NOW) == 0
 
 
 def test_a_new_window_starts_a_new_count(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
     rate_window_fresh()
-    assert rate_limit_consume(team_id=1, spans=5, now=NOW) == 0
-    assert rate_limit_consume(team_id=1, spans=1, now=NOW) > 0
+    assert rate_limit_consume(account_key="user:1", spans=5, now=NOW) == 0
+    assert rate_limit_consume(account_key="user:1", spans=1, now=NOW) > 0
 
-    assert rate_limit_consume(team_id=1, spans=5, now=NOW + WINDOW_S) == 0
+    assert rate_limit_consume(account_key="user:1", spans=5, now=NOW + WINDOW_S) == 0
 
 
 def test_a_lone_batch_larger_than_a_window_passes_rather_than_never(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 1
     rate_window_fresh()
 
-    assert rate_limit_consume(team_id=1, spans=512, now=NOW) == 0
-    assert rate_limit_consume(team_id=1, spans=1, now=NOW) > 0
+    assert rate_limit_consume(account_key="user:1", spans=512, now=NOW) == 0
+    assert rate_limit_consume(account_key="user:1", spans=1, now=NOW) > 0
 
 
 def test_a_zero_rate_limit_turns_limiting_off(settings) -> None:
     settings.INGEST_RATE_LIMIT_SPANS = 0
 
-    assert rate_limit_consume(team_id=1, spans=10**9, now=NOW) == 0
+    assert rate_limit_consume(account_key="user:1", spans=10**9, now=NOW) == 0
 
 
 # --- Backlog ------------------------------------------------------------------------
@@ -147,10 +149,10 @@ def _backlog(team: object, spans: int) -> None:
 
 
 @pytest.mark.parametrize(("url", "content_type"), [(OTLP, PROTOBUF), (NATIVE, JSON)])
-def test_a_team_over_its_backlog_gets_503_with_retry_after(
+def test_an_account_over_its_backlog_gets_503_with_retry_after(
     world: TeamWorld, settings, url: str, content_type: str
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 2
     _backlog(world.team, 3)
     body = protobuf_batch() if url == OTLP else native_batch(native_span("01" * 8))
 
@@ -162,10 +164,10 @@ def test_a_team_over_its_backlog_gets_503_with_retry_after(
 
 
 @pytest.mark.parametrize(("url", "content_type"), [(OTLP, PROTOBUF), (NATIVE, JSON)])
-def test_one_team_at_its_backlog_cap_does_not_block_another(
+def test_one_account_at_its_backlog_cap_does_not_block_another(
     world: TeamWorld, settings, url: str, content_type: str
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 2
     _backlog(world.other_team, 3)
     body = protobuf_batch() if url == OTLP else native_batch(native_span("01" * 8))
 
@@ -176,10 +178,10 @@ def test_one_team_at_its_backlog_cap_does_not_block_another(
     assert RawBatch.objects.filter(team=world.team).count() == 1
 
 
-def test_past_the_total_backlog_only_the_teams_over_an_even_share_wait(
+def test_past_the_total_backlog_only_the_accounts_over_an_even_share_wait(
     world: TeamWorld, settings
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 0
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 0
     settings.INGEST_MAX_BACKLOG_SPANS = 10  # two teams with a backlog: five spans each
     _backlog(world.other_team, 12)
     _backlog(world.team, 1)
@@ -193,7 +195,7 @@ def test_past_the_total_backlog_only_the_teams_over_an_even_share_wait(
 def test_the_backlog_depth_is_read_from_the_database_at_most_once_a_second(
     world: TeamWorld, settings
 ) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 1000
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 1000
     token = ingest_token(world.team)
 
     with CaptureQueriesContext(connection) as first:
@@ -208,7 +210,7 @@ def test_the_backlog_depth_is_read_from_the_database_at_most_once_a_second(
 
 
 def test_a_backlog_under_the_limit_lets_batches_in(world: TeamWorld, settings) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 3
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 3
     token = ingest_token(world.team)
 
     assert post(OTLP, protobuf_batch(3), token=token).status_code == 200
@@ -338,7 +340,7 @@ def test_an_unreachable_cache_admits_spans_rather_than_answer_500(
 
 
 def test_without_the_cache_the_backlog_is_still_enforced(world: TeamWorld, settings) -> None:
-    settings.INGEST_MAX_BACKLOG_SPANS_PER_TEAM = 2
+    settings.INGEST_MAX_BACKLOG_SPANS_PER_ACCOUNT = 2
     _backlog(world.team, 3)
     token = ingest_token(world.team)
     settings.CACHES = UNREACHABLE_CACHE

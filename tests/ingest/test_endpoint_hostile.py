@@ -190,10 +190,10 @@ def test_the_early_rate_check_counts_nothing(settings) -> None:
     rate_window_fresh()
     now = 1_000_002.0
 
-    assert rate_limit_wait(team_id=1, now=now) == 0
-    assert rate_limit_consume(team_id=1, spans=5, now=now) == 0
-    assert rate_limit_wait(team_id=1, now=now) == 3
-    assert rate_limit_wait(team_id=1, now=now + WINDOW_S) == 0
+    assert rate_limit_wait(account_key="user:1", now=now) == 0
+    assert rate_limit_consume(account_key="user:1", spans=5, now=now) == 0
+    assert rate_limit_wait(account_key="user:1", now=now) == 3
+    assert rate_limit_wait(account_key="user:1", now=now + WINDOW_S) == 0
 
 
 # --- Nesting ---------------------------------------------------------------------------

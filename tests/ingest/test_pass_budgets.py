@@ -77,15 +77,18 @@ def test_a_full_trace_takes_no_more_spans_and_counts_those_it_refused(
 ) -> None:
     settings.INGEST_MAX_SPANS_PER_TRACE = 5
     _store(world, [span(1, None, T0, T0 + 100 * MS)] + [span(i, 1) for i in range(2, 7)])
-    raw_batches_drain()  # six spans: the drain that fills a trace stores all of its own
+    raw_batches_drain()  # six spans, one more than the trace may hold
     _store(world, [span(i, 1) for i in range(10, 13)])
     _store(world, [span(i, 1) for i in range(1, 3)], team=world.other_team)
 
     raw_batches_drain()
 
     trace = Trace.objects.get(team=world.team)
-    assert (trace.span_count, trace.spans_dropped) == (6, 3)
-    assert Span.objects.filter(team_id=world.team.pk).count() == 6
+    assert (trace.span_count, trace.spans_dropped) == (5, 4)
+    assert Span.objects.filter(team_id=world.team.pk).count() == 5
+    # The root comes first, then the spans by start: the last to start was refused.
+    assert trace.root_span_id is not None
+    assert not Span.objects.filter(team_id=world.team.pk, span_id=(6).to_bytes(8)).exists()
     # Another team's trace with the same id is its own, and not full.
     assert Trace.objects.get(team=world.other_team).span_count == 2
 

@@ -78,9 +78,11 @@ ERRORS = {
     413: "The body is over the size limit, as sent or after decompression.",
     415: "The Content-Type is not application/json, or more than "
     f"{MAX_CONTENT_CODINGS} Content-Encodings are stacked.",
-    429: "The token is over its span rate limit; retry after `Retry-After` seconds.",
-    503: "Too many spans are waiting to be stored, or the database is unavailable; "
-    "retry after `Retry-After` seconds.",
+    429: "The account is over its span rate limit (code `throttled`) or has used its "
+    "daily quota of stored bytes (code `quota_exceeded`, until 00:00 UTC); retry after "
+    "`Retry-After` seconds.",
+    503: "Too many of the account's spans are waiting to be stored, or the database is "
+    "unavailable; retry after `Retry-After` seconds.",
 }
 
 
@@ -112,10 +114,11 @@ class SpanBatchApi(APIView):
         summary="Send spans in the native JSON format",
         description=(
             "Spans of one or several traces. Invalid spans (bad ids, empty name, "
-            "unreadable times, end before start, over a per-span limit) are rejected one "
-            "by one and reported; over-long values are truncated and extra events "
-            "dropped, as the OpenTelemetry SDK does. The rest are stored. A 200 means "
-            "the batch is committed. 429: the team is over its span rate; 503: its "
+            "unreadable times, end before start, over a per-span limit, or of a trace "
+            "at its span or byte limit) are rejected one by one and reported; over-long "
+            "values are truncated and extra events dropped, as the OpenTelemetry SDK "
+            "does. The rest are stored. A 200 means the batch is committed. 429: the "
+            "account is over its span rate or its daily quota of stored bytes; 503: its "
             "backlog is full or the database is away (both with Retry-After)."
         ),
         request=NativeBatchSerializer,
@@ -147,7 +150,7 @@ class SpanBatchApi(APIView):
             raise exceptions.UnsupportedMediaType(media_type or "(none)")
         body_length_check(request.META)
         token = request_ingest_token(request)
-        backlog_check(team_id=token.team_id)
+        backlog_check(team=token.team)
         body = request.data
         result = batch_accept(
             token=token,

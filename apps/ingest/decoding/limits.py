@@ -48,6 +48,9 @@ class SpanReason:
     NAME_TOO_LONG = "name too long"
     TOO_MANY_ATTRIBUTES = "too many attributes"
     TOO_LARGE = "span too large"
+    # The span's trace has no room left (apps/ingest/services/trace_limits.py).
+    TRACE_SPANS = "trace at its span limit"
+    TRACE_BYTES = "trace at its byte limit"
 
 
 @dataclass(frozen=True, slots=True)

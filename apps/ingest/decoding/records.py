@@ -88,6 +88,17 @@ class DecodeResult(msgspec.Struct):
     truncated: int = 0
     dropped_events: int = 0
 
+    def rejecting(self, kept: list[SpanRecord], more: "Rejections") -> "DecodeResult":
+        """This result with ``more`` spans rejected after decoding, ``kept`` the rest."""
+        first = min(self.rejected, MAX_ERRORS)  # errors list rejections before drops
+        reasons = dict(self.reasons)
+        for reason, count in more.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+        errors = self.errors[:first] + more.errors[: MAX_ERRORS - first] + self.errors[first:]
+        return msgspec.structs.replace(
+            self, spans=kept, rejected=self.rejected + more.count, errors=errors, reasons=reasons
+        )
+
     @property
     def error_message(self) -> str:
         """One line for ``partial_success.error_message``; empty when nothing was refused.

@@ -38,6 +38,7 @@ from apps.ingest.decoding.records import DecodeResult
 from apps.ingest.models import Encoding, RawBatch
 from apps.ingest.services.span_rows import span_rows
 from apps.ingest.services.span_writer import WriteResult, span_rows_store
+from apps.teams.accounts import account_key_for
 from apps.teams.models import IngestToken, Team
 
 logger = logging.getLogger(__name__)
@@ -78,17 +79,22 @@ def raw_batch_store(
 
 
 def accepted_batch_store(
-    *, team: Team, token: IngestToken | None, decoded: DecodeResult
+    *,
+    team: Team,
+    token: IngestToken | None,
+    decoded: DecodeResult,
+    rows: Sequence[bytes] | None = None,
 ) -> RawBatch:
     """Commit the accepted spans of a request, in the form the worker stores fastest.
 
     That is the spans as COPY rows, written from the decoding the request already
-    did; the worker copies them in without decoding again.
+    did (``rows``, one per span, when the caller has them); the worker copies them in
+    without decoding again.
     """
-    rows = span_rows(team.pk, decoded.spans)
+    body = span_rows(team.pk, decoded.spans) if rows is None else b"".join(rows)
     count = len(decoded.spans)
     return raw_batch_store(
-        team=team, token=token, encoding=Encoding.SPAN_ROWS, body=rows, span_count=count
+        team=team, token=token, encoding=Encoding.SPAN_ROWS, body=body, span_count=count
     )
 
 
@@ -100,11 +106,16 @@ def raw_backlog_spans() -> int:
     return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
 
 
-def raw_backlog_spans_by_team() -> dict[int, int]:
-    """Spans waiting to be stored, per team that has any (quarantined batches included:
-    they are a team's to release or discard, and they hold space all the same)."""
-    rows = RawBatch.objects.values("team_id").annotate(total=Sum("span_count"))
-    return {row["team_id"]: int(row["total"] or 0) for row in rows}
+def raw_backlog_spans_by_account() -> dict[str, int]:
+    """Spans waiting to be stored, per account (``Account.key``) that has any
+    (quarantined batches included: they are a team's to release or discard, and they
+    hold space all the same)."""
+    rows = RawBatch.objects.values("team_id", "team__account_id").annotate(total=Sum("span_count"))
+    backlog: dict[str, int] = {}
+    for row in rows:
+        key = account_key_for(team_id=row["team_id"], account_id=row["team__account_id"])
+        backlog[key] = backlog.get(key, 0) + int(row["total"] or 0)
+    return backlog
 
 
 @dataclass

@@ -4,6 +4,7 @@ Shared by the OTLP and native endpoints, which differ only in how they answer.
 Whatever is refused is refused before anything is written.
 """
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -20,15 +21,20 @@ from apps.ingest.decoding import (
     decode_body,
 )
 from apps.ingest.models import Encoding
+from apps.ingest.quota import daily_bytes_consume, daily_bytes_refund, daily_bytes_wait
 from apps.ingest.ratelimit import (
     BACKLOG_RETRY_AFTER_S,
     backlog_full,
     rate_limit_consume,
+    rate_limit_refund,
     rate_limit_wait,
 )
 from apps.ingest.services.batches import DECODERS, accepted_batch_store
+from apps.ingest.services.span_rows import span_row
+from apps.ingest.services.trace_limits import trace_limits_apply, trace_refusals_count
 from apps.ingest.tasks import drain_schedule
-from apps.teams.models import IngestToken
+from apps.teams.accounts import account_of
+from apps.teams.models import IngestToken, Team
 
 DATABASE_RETRY_AFTER_S = 10
 
@@ -88,12 +94,12 @@ def _too_large_as_sent() -> Refusal:
     )
 
 
-def backlog_check(*, team_id: int) -> None:
-    if backlog_full(team_id=team_id):
+def backlog_check(*, team: Team) -> None:
+    if backlog_full(account_key=account_of(team=team).key):
         raise Refusal(
             503,
             "unavailable",
-            "too many of this team's spans are waiting to be stored; retry later",
+            "too many of this account's spans are waiting to be stored; retry later",
             retry_after=BACKLOG_RETRY_AFTER_S,
         )
 
@@ -127,11 +133,14 @@ def batch_accept(
 ) -> DecodeResult:
     """Decode a body and commit it as a raw batch; returns what was accepted and rejected.
 
-    What is stored is already decoded (or at least decompressed), so workers never
-    do that work again. A body whose spans were all rejected stores nothing. A token
-    whose window is used up is refused before its body costs any decompression.
+    What is stored is already decoded, as the rows the drain copies in, so workers never
+    do that work again. Spans their trace has no room for are rejected one by one; a
+    body whose spans were all rejected stores nothing. An account whose rate window or
+    daily quota is used up is refused before its body costs any decompression.
     """
-    _throttle(rate_limit_wait(team_id=token.team_id))
+    account_key = account_of(team=token.team).key
+    _throttle(rate_limit_wait(account_key=account_key))
+    _over_quota(daily_bytes_wait(account_key=account_key))
     try:
         raw = decode_body(body, content_encoding, max_size=settings.INGEST_MAX_DECOMPRESSED_BYTES)
         result = DECODERS[encoding](raw)
@@ -143,11 +152,32 @@ def batch_accept(
         raise Refusal(400, "invalid_body", exc.message) from None
     if not result.spans:
         return result
-    _throttle(rate_limit_consume(team_id=token.team_id, spans=len(result.spans)))
-    with transaction.atomic():
-        accepted_batch_store(team=token.team, token=token, decoded=result)
-        # Robust: the batch is committed either way, and the periodic drain picks it up.
-        transaction.on_commit(drain_schedule, robust=True)
+    cut = trace_limits_apply(
+        team_id=token.team_id,
+        decoded=result,
+        rows=[span_row(token.team_id, span) for span in result.spans],
+    )
+    result = cut.decoded
+    spans, size, now = len(result.spans), sum(map(len, cut.rows)), time.time()
+    _throttle(rate_limit_consume(account_key=account_key, spans=spans, now=now))
+    wait = daily_bytes_consume(account_key=account_key, size=size, now=now)
+    if wait:
+        rate_limit_refund(account_key=account_key, spans=spans, now=now)
+        _over_quota(wait)
+    if not (spans or cut.refused):
+        return result
+    try:
+        with transaction.atomic():
+            if spans:
+                accepted_batch_store(team=token.team, token=token, decoded=result, rows=cut.rows)
+                # Robust: the batch is committed either way, and the periodic drain takes it.
+                transaction.on_commit(drain_schedule, robust=True)
+            trace_refusals_count(refused=cut.refused)
+    except Exception:
+        # Not stored: the spans and bytes were not used.
+        rate_limit_refund(account_key=account_key, spans=spans, now=now)
+        daily_bytes_refund(account_key=account_key, size=size, now=now)
+        raise
     return result
 
 
@@ -157,6 +187,18 @@ def _throttle(retry_after: int) -> None:
         raise Refusal(
             429,
             "throttled",
-            f"this team is over its limit of {per_second} spans per second",
+            f"this account is over its limit of {per_second} spans per second",
+            retry_after=retry_after,
+        )
+
+
+def _over_quota(retry_after: int) -> None:
+    if retry_after:
+        quota = settings.INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY
+        raise Refusal(
+            429,
+            "quota_exceeded",
+            f"this account has used its daily quota of {quota} bytes of stored spans "
+            "(INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY); it is renewed at 00:00 UTC",
             retry_after=retry_after,
         )

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.teams.accounts import account_cap_error, account_lock, account_teams
 from apps.teams.models import ApiToken, BearerToken, IngestToken, Team
 from apps.teams.tokens import (
     API_TOKEN_PREFIX,
@@ -109,20 +110,26 @@ def ingest_token_create(
 ) -> tuple[IngestToken, str]:
     """Create a team's ingest token and return it with its plain value, which is not stored.
 
-    A team has at most ``INGEST_TOKENS_PER_TEAM`` live tokens: each is a credential to
-    watch and revoke, and limits are per team anyway, so more tokens gain nothing.
+    The teams of an account hold at most ``INGEST_TOKENS_PER_ACCOUNT`` live tokens
+    together: each is a credential to watch and revoke, and ingestion's limits are per
+    account anyway, so more tokens or more teams gain nothing.
     """
     name = name.strip() or "Ingest token"
     with transaction.atomic():
-        Team.objects.select_for_update().filter(pk=team.pk).first()  # one count at a time
-        live = IngestToken.objects.filter(team=team, revoked_at__isnull=True).count()
-        cap = settings.INGEST_TOKENS_PER_TEAM
-        if cap and live >= cap:
-            raise ValidationError(
-                f"This team already has {live} ingest tokens, the most it may have; "
-                "revoke one it no longer uses first.",
-                code="too_many_tokens",
-            )
+        cap = settings.INGEST_TOKENS_PER_ACCOUNT
+        if cap:
+            account_lock(team=team)  # one count per account at a time
+            live = IngestToken.objects.filter(
+                team__in=account_teams(team=team), revoked_at__isnull=True
+            ).count()
+            if live >= cap:
+                raise account_cap_error(
+                    what="live ingest tokens",
+                    used=live,
+                    cap=cap,
+                    setting="INGEST_TOKENS_PER_ACCOUNT",
+                    code="too_many_tokens",
+                )
         return _ingest_token_save(team=team, name=name, created_by=created_by)
 
 

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_user, membership_for_writer
 from apps.teams.forms import ApiTokenCreateForm, IngestTokenCreateForm, add_service_error
+from apps.teams.ingest_usage import ingest_usage_for_team
 from apps.teams.models import Membership
 from apps.teams.selectors import api_tokens_for_user, ingest_tokens_for_team
 from apps.teams.services import (
@@ -88,6 +89,7 @@ def _ingest_tokens_context(
         "team": me.team,
         "me": me,
         "tokens": ingest_tokens_for_team(team=me.team),
+        "usage": ingest_usage_for_team(team=me.team),
         "form": (form or IngestTokenCreateForm()) if me.can_write else None,
         "new_token": new_token,
         "new_token_name": new_token_name,
