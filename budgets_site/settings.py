@@ -323,6 +323,11 @@ CELERY_BEAT_SCHEDULE = {
     "alerts-evaluate": {"task": "apps.alerts.tasks.evaluate_alerts", "schedule": 10.0},
     # Safety net: deliveries are enqueued when written and when a retry is due.
     "alerts-deliver-due": {"task": "apps.alerts.tasks.deliver_due_notifications", "schedule": 5.0},
+    # Safety net and retries of the e-mails asking channel addresses to confirm.
+    "alerts-confirmations-due": {
+        "task": "apps.alerts.tasks.send_due_confirmations",
+        "schedule": 30.0,
+    },
     "whatif-expire": {"task": "apps.whatif.tasks.expire_whatif_runs", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -9,6 +9,7 @@ from apps.teams.models import (
     IngestToken,
     Invitation,
     Membership,
+    Role,
     Team,
 )
 from apps.teams.tokens import token_digest, token_shaped
@@ -89,11 +90,13 @@ def user_email_verified(*, user: User) -> bool:
     return EmailVerification.objects.filter(user=user, email=user.email.lower()).exists()
 
 
-def verified_member_emails(*, team: Team) -> set[str]:
-    """The addresses, lowercased, of the team's members who are verified users."""
+def verified_member_emails(*, team: Team, owners_only: bool = False) -> set[str]:
+    """The addresses, lowercased, of the team's members (or owners) who are verified users."""
+    members = Membership.objects.filter(team=team)
+    if owners_only:
+        members = members.filter(role=Role.OWNER)
     return set(
-        Membership.objects.filter(team=team)
-        .annotate(address=Lower("user__email"))
+        members.annotate(address=Lower("user__email"))
         .filter(user__email_verification__email=F("address"))
         .values_list("address", flat=True)
     )
