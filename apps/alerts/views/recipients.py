@@ -26,6 +26,7 @@ from apps.core.mail import site_host
 from apps.teams.accounts import account_verified
 
 RECIPIENT = "alerts/recipient.html"
+ANSWERS = ("confirm", "decline")
 
 
 def _link(token: str) -> RecipientLink:
@@ -55,15 +56,16 @@ def _page(request: HtmxHttpRequest, link: RecipientLink, token: str) -> HttpResp
 @require_http_methods(["GET", "POST"])
 def recipient_page(request: HtmxHttpRequest, token: str) -> HttpResponse:
     link = _link(token)
-    if request.method == "POST":
-        confirm = request.POST.get("answer") == "confirm"
-        if confirm and not link.fresh:
-            # Too old to confirm with: the page says so and offers only the no.
-            return _page(request, link, token)
-        if link.recipient.channel is not None:
-            recipient_answer(recipient=link.recipient, confirm=confirm)
-        return redirect("recipient", token=token)
-    return _page(request, link, token)
+    answer = request.POST.get("answer") if request.method == "POST" else None
+    if answer not in ANSWERS:
+        return _page(request, link, token)
+    confirm = answer == "confirm"
+    if confirm and not link.fresh:
+        # Too old to confirm with: the page says so and offers only the no.
+        return _page(request, link, token)
+    if link.recipient.channel is not None:
+        recipient_answer(recipient=link.recipient, confirm=confirm)
+    return redirect("recipient", token=token)
 
 
 @csrf_exempt  # the mail client posts it, with the token as the only proof, and it only stops mail
