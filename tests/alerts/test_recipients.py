@@ -38,7 +38,8 @@ from apps.pipelines.models import Pipeline
 from tests.alerts.builders import NOW, rule, violation
 from tests.alerts.conftest import smtp_settings
 from tests.alerts.receivers import Mail, SmtpReceiver
-from tests.conftest import TeamWorld
+from tests.api.conftest import token_client
+from tests.conftest import TeamWorld, client_for
 from tests.factories import make_pipeline, make_team, verify_email
 
 STRANGER = "someone@elsewhere.example.com"
@@ -365,3 +366,28 @@ def test_a_confirmation_that_cannot_be_sent_is_retried_by_the_sweep(
     recipient.refresh_from_db()
     assert (recipient.confirmation_error, recipient.confirmation_due_at) == ("", None)
     assert channel.recipients.get().confirmation_sent_at is not None
+
+
+@pytest.mark.parametrize("door", ["form", "api"])
+def test_every_door_asks_the_addresses_once_the_change_commits(
+    world: TeamWorld, smtp_server: SmtpReceiver, door: str, committed: Callable[..., Any]
+) -> None:
+    if door == "form":
+        response = committed(
+            client_for(world.editor).post,
+            path="/teams/acme/alerts/channels/new/email/",
+            data={"slug": "sre", "addresses": STRANGER},
+        )
+        assert response.status_code == 302
+    else:
+        response = committed(
+            token_client(world.editor).post,
+            path="/api/v1/channels/",
+            data={"slug": "sre", "kind": "email", "email_to": [STRANGER]},
+            format="json",
+        )
+        assert response.status_code == 201
+        assert response.json()["recipients"][0]["state"] == "waiting"
+    (confirmation,) = smtp_server.messages
+    assert confirmation.rcpt_tos == [STRANGER]
+    assert state_of(STRANGER) == RecipientState.WAITING
