@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core import mail
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -17,7 +18,7 @@ from django.utils import timezone
 from apps.alerts.models import Channel, ChannelKind, ChannelRecipient, RecipientState
 from apps.alerts.recipient_links import recipient_url
 from apps.alerts.services.channels import channel_create
-from apps.alerts.services.recipients import recipient_answer
+from apps.alerts.services.recipients import recipient_answer, recipient_confirmation_resend
 from tests.api.conftest import error_of, token_client
 from tests.conftest import TeamWorld, client_for
 from tests.factories import verify_email
@@ -226,3 +227,17 @@ def test_the_public_page_of_a_link_needs_no_account(addresses: Addresses) -> Non
 
     path = urlsplit(recipient_url(addresses.asked)).path
     assert Client().get(path).status_code == 200
+
+
+def test_two_resends_that_read_the_row_at_once_send_one_confirmation(
+    addresses: Addresses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from apps.alerts.services import recipients
+
+    channel = addresses.channel
+    stale = recipients.channel_recipient_statuses(channel=channel)
+    recipient_confirmation_resend(channel=channel, address=ASKED, now=timezone.now())
+    # The second click read the row before the first one claimed it.
+    monkeypatch.setattr(recipients, "channel_recipient_statuses", lambda channel: stale)
+    with pytest.raises(ValidationError, match="on its way already"):
+        recipient_confirmation_resend(channel=channel, address=ASKED, now=timezone.now())

@@ -141,6 +141,7 @@ def recipient_confirmation_resend(
             pk=recipient.pk,
             state=RecipientState.WAITING,
             confirmation_sent_at=sent,
+            confirmation_due_at=recipient.confirmation_due_at,
         ).update(confirmation_due_at=now, confirmation_failures=0, confirmation_error="")
         if not claimed:
             raise ValidationError(f"The confirmation to {status.address} is on its way already.")
