@@ -351,6 +351,11 @@ CELERY_BEAT_SCHEDULE = {
     "alerts-evaluate": {"task": "apps.alerts.tasks.evaluate_alerts", "schedule": 10.0},
     # Safety net: deliveries are enqueued when written and when a retry is due.
     "alerts-deliver-due": {"task": "apps.alerts.tasks.deliver_due_notifications", "schedule": 5.0},
+    # Safety net and retries of the e-mails asking channel addresses to confirm.
+    "alerts-confirmations-due": {
+        "task": "apps.alerts.tasks.send_due_confirmations",
+        "schedule": 30.0,
+    },
     "whatif-expire": {"task": "apps.whatif.tasks.expire_whatif_runs", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -483,6 +488,13 @@ WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, l
 ALERT_DELIVERIES_PER_TEAM = _int("ALERT_DELIVERIES_PER_TEAM", default=1, least=0)
 # Permanent failures in a row after which a channel is disabled and the owners are told.
 ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
+# Every address of an e-mail channel gets a confirmation link first, and nothing else
+# until it confirms (docs/alerts.md): the link confirms for this many days (declining
+# works for ever), and writers may send it again at most this often per address.
+CHANNEL_CONFIRMATION_EXPIRY_DAYS = _int("CHANNEL_CONFIRMATION_EXPIRY_DAYS", default=7, least=1)
+CHANNEL_CONFIRMATION_RESEND_INTERVAL_S = _int(
+    "CHANNEL_CONFIRMATION_RESEND_INTERVAL_S", default=300, least=0
+)
 
 # --- Configuration as code (docs/configuration-as-code.md) -------------------------
 # A file's secret_env names a variable of the server's environment. Only the command line
@@ -531,6 +543,10 @@ INVITATION_EXPIRY_DAYS = _int("INVITATION_EXPIRY_DAYS", default=7, least=1)
 INVITATION_RESEND_INTERVAL_S = _int("INVITATION_RESEND_INTERVAL_S", default=300, least=0)
 # Invitation e-mails (new and resent) one user may send per hour; 0 turns the limit off.
 INVITATION_SENDS_PER_HOUR = _int("INVITATION_SENDS_PER_HOUR", default=30, least=0)
+# A user's address is verified by a signed link mailed to it (docs/accounts.md), which
+# works this many hours; one user may have it mailed this many times an hour (0: no limit).
+EMAIL_VERIFICATION_EXPIRY_HOURS = _int("EMAIL_VERIFICATION_EXPIRY_HOURS", default=48, least=1)
+EMAIL_VERIFICATION_SENDS_PER_HOUR = _int("EMAIL_VERIFICATION_SENDS_PER_HOUR", default=5, least=0)
 
 # --- REST API allowances (apps/teams/api_throttling.py) -------------------------------
 # Requests a minute per API token (a signed-in session counts as one), and per user
@@ -545,6 +561,14 @@ API_REQUESTS_PER_MINUTE_PER_ACCOUNT = _int(
 # counted per account, never per team (apps/teams/accounts.py); 0 turns a cap off.
 ACCOUNT_MAX_TEAMS = _int("ACCOUNT_MAX_TEAMS", default=10, least=0)
 ACCOUNT_MAX_PIPELINES = _int("ACCOUNT_MAX_PIPELINES", default=100, least=0)
+# Alert channels, of every kind: each e-mail channel may hold 20 addresses.
+ACCOUNT_MAX_CHANNELS = _int("ACCOUNT_MAX_CHANNELS", default=50, least=0)
+# Mail to people outside the account, per hour over all its teams (0: no limit): the
+# confirmation e-mails of channel addresses (a channel of 20 needs 20), test sends of
+# e-mail channels, and invitations (each inviting user also has INVITATION_SENDS_PER_HOUR).
+ACCOUNT_CONFIRMATIONS_PER_HOUR = _int("ACCOUNT_CONFIRMATIONS_PER_HOUR", default=50, least=0)
+ACCOUNT_EMAIL_TESTS_PER_HOUR = _int("ACCOUNT_EMAIL_TESTS_PER_HOUR", default=20, least=0)
+ACCOUNT_INVITATIONS_PER_HOUR = _int("ACCOUNT_INVITATIONS_PER_HOUR", default=30, least=0)
 
 # --- What-if: replays of a pipeline's traces under changes (docs/whatif.md) ---------
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget

@@ -18,6 +18,7 @@ urlpatterns = [
     path("teams/<slug:team_slug>/dashboards/", include("apps.dashboards.dashboard_urls")),
     path("teams/<slug:team_slug>/violations/", include("apps.dashboards.violation_urls")),
     path("teams/<slug:team_slug>/alerts/", include("apps.alerts.urls")),
+    path("alerts/recipients/", include("apps.alerts.recipient_urls")),
     path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),

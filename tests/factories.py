@@ -8,8 +8,8 @@ from django.contrib.auth.models import User
 
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.pipelines.services import pipeline_create, span_rule_create, stage_create
-from apps.teams.models import Membership, Role, Team
-from apps.teams.services import team_create
+from apps.teams.models import EmailProof, Membership, Role, Team
+from apps.teams.services import email_verification_record, team_create
 
 PASSWORD = "correct-horse-battery"
 _seq = count(1)
@@ -19,6 +19,12 @@ def make_user(username: str | None = None, **fields: Any) -> User:
     username = username or f"user{next(_seq)}"
     fields.setdefault("email", f"{username}@example.com")
     return get_user_model().objects.create_user(username=username, password=PASSWORD, **fields)
+
+
+def verify_email(user: User) -> User:
+    """The user's present address counts as verified, as if they had opened the link."""
+    email_verification_record(user=user, proof=EmailProof.LINK)
+    return user
 
 
 def make_team(slug: str | None = None, *, owner: User | None = None) -> Team:

@@ -15,6 +15,11 @@ urlpatterns = [
     ),
     path(CHANNEL + "test", apis.ChannelTestApi.as_view(), name="api-channel-test"),
     path(
+        CHANNEL + "resend-confirmation",
+        apis.ChannelConfirmationResendApi.as_view(),
+        name="api-channel-resend-confirmation",
+    ),
+    path(
         "alert-rules/",
         operations(apis.AlertRuleListApi, apis.AlertRuleCreateApi),
         name="api-alert-rules",

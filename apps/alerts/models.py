@@ -4,11 +4,13 @@ A rule watches a pipeline's violations (or its objective's burn rate) and keeps 
 ``AlertState`` per scope it covers: ok, pending (the condition holds, not yet long
 enough) or firing. Firing opens an ``Incident``; each transition that tells someone
 (firing, a reminder, no data, resolved) writes one ``Notification`` per channel under
-a unique idempotency key, and each try to send it is a ``DeliveryAttempt``.
+a unique idempotency key, and each try to send it is a ``DeliveryAttempt``. Each address
+of an e-mail channel is a ``ChannelRecipient`` with its answer to the confirmation e-mail.
 """
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Lower
 
 from apps.core.models import TimeStampedModel
 from apps.teams.models import Team, slug_validator
@@ -65,6 +67,67 @@ class Channel(TimeStampedModel):
         if self.kind == ChannelKind.EMAIL:
             return ", ".join(self.email_to)
         return self.url
+
+
+class RecipientState(models.TextChoices):
+    WAITING = "waiting", "waiting for confirmation"
+    CONFIRMED = "confirmed", "confirmed"
+    DECLINED = "declined", "declined"
+
+
+class ChannelRecipient(models.Model):
+    """An address of an e-mail channel and its answer to the confirmation e-mail.
+
+    An address gets the confirmation and nothing else until it confirms (or belongs to a
+    verified member of the team: ``apps.alerts.selectors.recipients``). A declined row
+    outlives its channel (``channel`` set to null) and keeps the address declined for
+    every channel its team's account makes later: someone who said no is not asked again
+    by deleting the channel and making it anew.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    channel = models.ForeignKey(
+        Channel, null=True, blank=True, on_delete=models.SET_NULL, related_name="recipients"
+    )
+    email = models.EmailField(max_length=254)
+    state = models.CharField(
+        max_length=10, choices=RecipientState.choices, default=RecipientState.WAITING
+    )
+    created_at = models.DateTimeField()
+    # When a confirmation e-mail is to be sent (null: none is). A sender claims it by
+    # moving this past its lease, and clears it once sent; a failure sets the retry.
+    confirmation_due_at = models.DateTimeField(null=True, blank=True)
+    confirmation_sent_at = models.DateTimeField(null=True, blank=True)
+    confirmation_failures = models.PositiveSmallIntegerField(default=0)
+    confirmation_error = models.CharField(max_length=500, blank=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                Lower("email"),
+                "channel",
+                condition=models.Q(channel__isnull=False),
+                name="channelrecipient_one_per_address",
+            )
+        ]
+        indexes = [
+            models.Index(
+                "team",
+                Lower("email"),
+                condition=models.Q(state="declined"),
+                name="channelrecipient_declined",
+            ),
+            models.Index(
+                fields=["confirmation_due_at"],
+                condition=models.Q(confirmation_due_at__isnull=False),
+                name="channelrecipient_due",
+            ),
+        ]
+        ordering = ["channel", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.email} on {self.channel_id}: {self.state}"
 
 
 class RuleScope(models.TextChoices):
@@ -310,6 +373,7 @@ class AttemptOutcome(models.TextChoices):
     SUCCESS = "success", "success"
     RETRY = "retry", "failed, will retry"
     PERMANENT = "permanent", "failed permanently"
+    SKIPPED = "skipped", "skipped: nobody confirmed"
 
 
 class DeliveryAttempt(models.Model):
@@ -327,6 +391,8 @@ class DeliveryAttempt(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     error = models.CharField(max_length=1000, blank=True)
     response_excerpt = models.TextField(blank=True)
+    # What the transport says of a delivery besides its outcome: addresses it left out.
+    note = models.CharField(max_length=1000, blank=True)
 
     class Meta:
         constraints = [

@@ -5,6 +5,7 @@ from django.db import transaction
 
 from apps.alerts.services.delivery import notification_deliver, notifications_due
 from apps.alerts.services.evaluation import alerts_evaluate
+from apps.alerts.services.recipients import recipient_confirmations_send
 
 
 def alerts_evaluate_schedule(*, pipeline_ids: list[int], **_signal: object) -> None:
@@ -44,3 +45,16 @@ SWEEP_GRACE_S = 30
 def deliver_due_notifications() -> None:
     for notification_id in notifications_due(grace_s=SWEEP_GRACE_S):
         deliver_notification.delay(notification_id)
+
+
+# Enqueued when a channel's change that asks addresses to confirm is committed.
+@shared_task(name="apps.alerts.tasks.send_confirmations", ignore_result=True)
+def send_confirmations(channel_id: int) -> None:
+    recipient_confirmations_send(channel_id=channel_id)
+
+
+# Safety net and retries: confirmations a lost task left, or whose send failed, once due
+# for a while (a fresh one has its own task in the queue).
+@shared_task(name="apps.alerts.tasks.send_due_confirmations", ignore_result=True, expires=30)
+def send_due_confirmations() -> None:
+    recipient_confirmations_send(grace_s=SWEEP_GRACE_S)

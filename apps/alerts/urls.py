@@ -19,6 +19,11 @@ urlpatterns = [
     path(CHANNEL + "result/", views.channel_result, name="channel_result"),
     path(CHANNEL + "enable/", views.channel_enable_view, name="channel_enable"),
     path(CHANNEL + "rotate-secret/", views.channel_rotate, name="channel_rotate"),
+    path(
+        CHANNEL + "recipients/<int:recipient_id>/resend/",
+        views.recipient_resend,
+        name="recipient_resend",
+    ),
     path("rules/", views.rule_list, name="rules"),
     path("rules/new/", views.rule_create_view, name="rule_create"),
     path(RULE + "edit/", views.rule_edit, name="rule_edit"),

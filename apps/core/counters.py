@@ -6,6 +6,7 @@ window is coarse (an abuser gets at most twice the allowance across a boundary) 
 costs one round trip, and a legitimate client never waits longer than the rest of it.
 """
 
+import contextlib
 import math
 import time
 
@@ -25,6 +26,26 @@ def window_consume(
     if used <= limit:
         return 0
     return max(1, math.ceil((window + 1) * window_s - now))
+
+
+def window_take(
+    key: str, *, limit: int, window_s: int, amount: int = 1, now: float | None = None
+) -> tuple[int, int]:
+    """Take ``amount`` uses of ``key``'s ``limit`` per window if they all fit (0 means no
+    limit): ``(0, 0)`` when taken; else nothing is taken and the answer is the seconds
+    until the window ends and the uses still left in it."""
+    if limit <= 0 or amount <= 0:
+        return 0, 0
+    now = time.time() if now is None else now
+    window = int(now // window_s)
+    counter = f"{key}:{window}"
+    used = counter_add(counter, amount=amount, ttl_s=window_s + 60)
+    if used <= limit:
+        return 0, 0
+    # Given back: a refused request must not spend what a smaller one could still use.
+    with contextlib.suppress(ValueError):  # the counter expired meanwhile
+        cache.decr(counter, amount)
+    return max(1, math.ceil((window + 1) * window_s - now)), max(0, limit - (used - amount))
 
 
 def window_spent(key: str, *, limit: int, window_s: int, now: float | None = None) -> int:

@@ -10,11 +10,14 @@ create``, ``budgets apply --create-team``) has no account and is one of its own.
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from apps.teams.models import Team
+from apps.teams.ratelimit import RateExceeded, rate_take, wait_words
+from apps.teams.selectors import user_email_verified
 
 
 @dataclass(frozen=True)
@@ -69,4 +72,30 @@ def account_cap_error(
         f"The teams of this account already hold {used} {what}, the most one account may "
         f"hold ({setting}={cap}). Remove one first, or ask the operator for more.",
         code=code,
+    )
+
+
+def account_verified(*, team: Team) -> bool:
+    """Whether the team's account showed it reads its e-mail address: only then may the
+    names it chose (team, channel, pipeline, stage, inviter) go into mail to others. A
+    team an operator made on the server is vouched for by the operator."""
+    if team.account_id is None:
+        return True
+    account = team.account
+    return account is not None and user_email_verified(user=account)
+
+
+def account_rate_take(*, team: Team, what: str, setting: str, amount: int = 1) -> None:
+    """Take ``amount`` of the hourly allowance ``setting`` of ``team``'s account, shared
+    by all its teams; raise RateExceeded (taking nothing) when they do not fit."""
+    limit: int = getattr(settings, setting)
+    key = f"accounts:{setting.lower()}:{account_of(team=team).key}"
+    wait, left = rate_take(key, limit=limit, amount=amount)
+    if not wait:
+        return
+    spent = f"have {left} left; this needs {amount}" if left else "have sent them all"
+    raise RateExceeded(
+        f"The teams of this account may send {limit} {what} an hour ({setting}={limit}) "
+        f"and {spent}. Try again in {wait_words(wait)}.",
+        retry_after_s=wait,
     )

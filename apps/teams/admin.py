@@ -1,7 +1,14 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.teams.models import ApiToken, IngestToken, Invitation, Membership, Team
+from apps.teams.models import (
+    ApiToken,
+    EmailVerification,
+    IngestToken,
+    Invitation,
+    Membership,
+    Team,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -59,5 +66,16 @@ class InvitationAdmin(admin.ModelAdmin):
 
     # The link's token exists only when it is e-mailed: invitations are made where it
     # is sent, the team's members page or `manage.py team invite`.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(EmailVerification)
+class EmailVerificationAdmin(admin.ModelAdmin):
+    list_display = ["user", "email", "proof", "verified_at"]
+    search_fields = ["user__username", "email"]
+    readonly_fields = ["user", "email", "proof", "verified_at"]
+
+    # Only the user proves their address; an operator may delete a row to unverify it.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

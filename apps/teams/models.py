@@ -202,3 +202,28 @@ class Invitation(TimeStampedModel):
     def is_open(self) -> bool:
         """Neither accepted nor revoked: listed to owners, who may resend or revoke it."""
         return self.accepted_at is None and self.revoked_at is None
+
+
+class EmailProof(models.TextChoices):
+    LINK = "link", "a link mailed to it"
+    INVITATION = "invitation", "an invitation mailed to it"
+
+
+class EmailVerification(TimeStampedModel):
+    """The address a user showed they read: they opened a signed link mailed to it, or
+    accepted an invitation that was mailed to it.
+
+    The user counts as verified only while their address is still this one (compared
+    lowercased), so a change of address, by whoever makes it, unverifies them.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_verification"
+    )
+    # Lowercased: the address is compared, never shown from here.
+    email = models.EmailField(max_length=254)
+    proof = models.CharField(max_length=12, choices=EmailProof.choices)
+    verified_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.email} of {self.user} ({self.proof})"

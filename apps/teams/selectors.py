@@ -1,8 +1,17 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.db.models.functions import Lower
 
-from apps.teams.models import ApiToken, IngestToken, Invitation, Membership, Team
+from apps.teams.models import (
+    ApiToken,
+    EmailVerification,
+    IngestToken,
+    Invitation,
+    Membership,
+    Role,
+    Team,
+)
 from apps.teams.tokens import token_digest, token_shaped
 
 
@@ -71,4 +80,23 @@ def invitation_by_token(*, raw: str) -> Invitation | None:
         Invitation.objects.select_related("team", "invited_by")
         .filter(digest=token_digest(raw))
         .first()
+    )
+
+
+def user_email_verified(*, user: User) -> bool:
+    """Whether the user showed they read the address their account has now."""
+    if not user.email:
+        return False
+    return EmailVerification.objects.filter(user=user, email=user.email.lower()).exists()
+
+
+def verified_member_emails(*, team: Team, owners_only: bool = False) -> set[str]:
+    """The addresses, lowercased, of the team's members (or owners) who are verified users."""
+    members = Membership.objects.filter(team=team)
+    if owners_only:
+        members = members.filter(role=Role.OWNER)
+    return set(
+        members.annotate(address=Lower("user__email"))
+        .filter(user__email_verification__email=F("address"))
+        .values_list("address", flat=True)
     )

@@ -3,8 +3,9 @@
 from datetime import datetime, timedelta
 from typing import Any
 
-from apps.alerts.models import AlertRule, Channel, ChannelKind
+from apps.alerts.models import AlertRule, Channel, ChannelKind, ChannelRecipient
 from apps.alerts.services.channels import channel_create
+from apps.alerts.services.recipients import recipient_answer
 from apps.alerts.services.rules import alert_rule_create
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import Violation
@@ -17,6 +18,14 @@ NOW = T0 + timedelta(days=3)
 def email_channel(team: Team, slug: str = "team-mail", **fields: Any) -> Channel:
     fields.setdefault("email_to", [f"oncall@{team.slug}.example.com"])
     return channel_create(team=team, slug=slug, kind=ChannelKind.EMAIL, **fields)
+
+
+def confirmed(channel: Channel, *addresses: str) -> Channel:
+    """The channel's addresses (or these of them) answered yes to their confirmation."""
+    for recipient in ChannelRecipient.objects.filter(channel=channel):
+        if not addresses or recipient.email in addresses:
+            recipient_answer(recipient=recipient, confirm=True)
+    return channel
 
 
 def webhook_channel(

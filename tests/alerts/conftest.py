@@ -7,6 +7,7 @@ import pytest
 from pytest_django import Settings
 
 from tests.alerts.receivers import HttpReceiver, SmtpReceiver
+from tests.rollups.conftest import eager  # noqa: F401 - tasks run in this process
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def allow_loopback(settings: Settings) -> None:
 def smtp_server(settings: Settings) -> Iterator[SmtpReceiver]:
     """An SMTP server, with Django's SMTP backend pointed at it."""
     receiver = SmtpReceiver().start()
-    _smtp_settings(settings, receiver.port)
+    smtp_settings(settings, receiver.port)
     yield receiver
     receiver.stop()
 
@@ -49,11 +50,11 @@ def smtp_down(settings: Settings) -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    _smtp_settings(settings, port)
+    smtp_settings(settings, port)
     return port
 
 
-def _smtp_settings(settings: Settings, port: int) -> None:
+def smtp_settings(settings: Settings, port: int) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST = "127.0.0.1"
     settings.EMAIL_PORT = port

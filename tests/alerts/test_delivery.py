@@ -25,10 +25,17 @@ from apps.alerts.services.delivery import MAX_ATTEMPTS, RETRY_DELAYS_S, notifica
 from apps.alerts.services.evaluation import alerts_evaluate
 from apps.alerts.services.notifications import notification_test_send
 from apps.pipelines.models import Pipeline
-from tests.alerts.builders import NOW, email_channel, rule, violation, webhook_channel
+from tests.alerts.builders import (
+    NOW,
+    confirmed,
+    email_channel,
+    rule,
+    violation,
+    webhook_channel,
+)
 from tests.alerts.receivers import HttpReceiver, Reply
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
+from tests.factories import make_pipeline, verify_email
 
 LOOPBACK = override_settings(WEBHOOK_ALLOW_PRIVATE_IPS=True)
 
@@ -111,6 +118,7 @@ def test_the_delivery_task_run_twice_sends_once(world: TeamWorld, pipeline: Pipe
 def test_a_410_disables_the_channel_and_tells_the_owners(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
+    verify_email(world.owner)
     with receiving(Reply(410)) as _receiver:
         url = _receiver.url()
         hook = webhook_channel(world.team, url=url)
@@ -131,9 +139,22 @@ def test_a_410_disables_the_channel_and_tells_the_owners(
 
 
 @LOOPBACK
+def test_owners_whose_address_is_not_verified_are_not_told(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    with receiving(Reply(410)) as _receiver:
+        (notification,) = fired(pipeline, webhook_channel(world.team, url=_receiver.url()))
+        notification_deliver(notification_id=notification.pk)
+
+    assert not Channel.objects.get(slug="oncall-hook").is_enabled
+    assert mail.outbox == []  # anyone may sign up with anyone's address
+
+
+@LOOPBACK
 def test_permanent_failures_in_a_row_disable_the_channel_at_the_limit(
     world: TeamWorld, pipeline: Pipeline, settings: object
 ) -> None:
+    verify_email(world.owner)
     with receiving(Reply(404)) as script:
         url = script.url()
         hook = webhook_channel(world.team, url=url)
@@ -232,7 +253,9 @@ def test_a_channel_whose_delivery_raises_holds_back_no_other_channel_or_team(
 def test_an_email_notification_reaches_its_addresses_with_the_breakdown(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:
-    (notification,) = fired(pipeline, email_channel(world.team, email_to=["a@example.com"]))
+    verify_email(world.owner)  # the subject names the pipeline for verified accounts only
+    channel = confirmed(email_channel(world.team, email_to=["a@example.com"]))
+    (notification,) = fired(pipeline, channel)
     notification_deliver(notification_id=notification.pk)
 
     (message,) = mail.outbox

@@ -1,5 +1,7 @@
 """E-mail deliveries through a real SMTP server (aiosmtpd): what arrives, and what fails."""
 
+import re
+
 import pytest
 from pytest_django import Settings
 
@@ -9,6 +11,7 @@ from apps.alerts.services.channels import channel_create
 from apps.alerts.transports import transport_for
 from apps.alerts.transports.base import Delivered, TransportError
 from apps.alerts.transports.email import EmailTransport, channel_disabled_email
+from tests.alerts.builders import confirmed
 from tests.alerts.delivery_data import (
     TRACE_IDS,
     burn_rate_payload,
@@ -19,6 +22,7 @@ from tests.alerts.delivery_data import (
 )
 from tests.alerts.receivers import Mail, SmtpReceiver
 from tests.conftest import TeamWorld
+from tests.factories import verify_email
 
 ONCALL = "oncall@acme.example.com"
 LEAD = "lead@acme.example.com"
@@ -26,8 +30,12 @@ LEAD = "lead@acme.example.com"
 
 @pytest.fixture
 def channel(world: TeamWorld) -> Channel:
-    return channel_create(
-        team=world.team, slug="team-mail", kind=ChannelKind.EMAIL, email_to=[ONCALL, LEAD]
+    """Both addresses confirmed, and the team's account verified: the subjects name it."""
+    verify_email(world.owner)
+    return confirmed(
+        channel_create(
+            team=world.team, slug="team-mail", kind=ChannelKind.EMAIL, email_to=[ONCALL, LEAD]
+        )
     )
 
 
@@ -52,12 +60,13 @@ def test_the_alert_arrives_with_subject_text_and_html(
     notification = notification_for(channel)
     delivered = EmailTransport().notify(channel=channel, notification=notification, timestamp=0)
     assert delivered == Delivered()
-    (mail,) = smtp_server.messages
-    assert sorted(mail.rcpt_tos) == sorted([ONCALL, LEAD])
+    # One message per address: each carries its own link to stop.
+    assert [m.rcpt_tos for m in smtp_server.messages] == [[ONCALL], [LEAD]]
+    mail = smtp_server.messages[0]
     assert mail.mail_from == "budgets@localhost"
     message = mail.message
     assert message["From"] == settings.DEFAULT_FROM_EMAIL
-    assert message["To"] == f"{ONCALL}, {LEAD}"
+    assert message["To"] == ONCALL
     assert mail.subject == "[CRITICAL] rag-chat · stage retrieval p95 812 ms > 500 ms budget"
     assert message["Message-ID"] == f"<{notification.message_id}@localhost>"
     assert message["X-Latency-Budgets-Message-Id"] == notification.message_id
@@ -126,8 +135,9 @@ def test_the_message_id_is_the_same_on_every_attempt(
     notification = notification_for(channel)
     for attempt in (1, 2):
         EmailTransport().notify(channel=channel, notification=notification, timestamp=attempt)
-    first, second = (m.message["Message-ID"] for m in smtp_server.messages)
-    assert first == second == f"<{notification.message_id}@localhost>"
+    ids = {m.message["Message-ID"] for m in smtp_server.messages}
+    assert len(smtp_server.messages) == 4
+    assert ids == {f"<{notification.message_id}@localhost>"}
 
 
 @pytest.mark.parametrize(
@@ -214,7 +224,9 @@ def test_one_refused_recipient_does_not_fail_the_others(
     channel: Channel, smtp_server: SmtpReceiver
 ) -> None:
     smtp_server.refuse = {LEAD: "550 5.1.1 No such user"}
-    assert _send(channel) == Delivered()
+    delivered = _send(channel)
+    assert "Refused" in delivered.note
+    assert LEAD in delivered.note
     (mail,) = smtp_server.messages
     assert mail.rcpt_tos == [ONCALL]
 
@@ -269,3 +281,90 @@ def test_telling_the_owners_raises_when_mail_cannot_be_sent(
     )
     with pytest.raises(TransportError):
         channel_disabled_email(channel=channel, recipients=["olivia@example.com"], reason="x")
+
+
+@pytest.mark.parametrize(
+    ("payload", "event", "subject"),
+    [
+        (
+            firing_payload(),
+            NotificationEvent.FIRING,
+            "[CRITICAL] Latency alert #41 · p95 812 ms > 500 ms budget",
+        ),
+        (
+            trial_payload(),
+            NotificationEvent.TEST,
+            "[TEST] Latency alert test · p95 812 ms > 500 ms budget",
+        ),
+        (
+            resolved_payload(),
+            NotificationEvent.RESOLVED,
+            "[RESOLVED] Latency alert #41 · p95 back under its 500 ms budget (after 42 min)",
+        ),
+    ],
+)
+def test_a_subject_from_an_unverified_account_carries_none_of_its_names(
+    world: TeamWorld, smtp_server: SmtpReceiver, payload: Payload, event: str, subject: str
+) -> None:
+    channel = confirmed(
+        channel_create(
+            team=world.team,
+            slug="team-mail",
+            name="Pager",
+            kind=ChannelKind.EMAIL,
+            email_to=[ONCALL],
+        )
+    )
+    _send(channel, payload, event=event)
+    sent = smtp_server.messages[0].subject
+    assert sent == subject
+    for chosen in (
+        "rag-chat",
+        "RAG",
+        "retrieval",
+        "Retrieval",
+        "Acme",
+        "acme",
+        "team-mail",
+        "Pager",
+    ):
+        assert chosen not in sent
+
+
+def test_a_subject_from_a_verified_account_names_its_pipeline_and_stage(
+    world: TeamWorld, smtp_server: SmtpReceiver
+) -> None:
+    verify_email(world.owner)
+    channel = confirmed(
+        channel_create(team=world.team, slug="team-mail", kind=ChannelKind.EMAIL, email_to=[ONCALL])
+    )
+    _send(channel)
+    assert smtp_server.messages[0].subject.startswith("[CRITICAL] rag-chat · stage retrieval")
+
+
+def test_every_alert_email_carries_its_recipients_own_stop_link(
+    channel: Channel, smtp_server: SmtpReceiver
+) -> None:
+    _send(channel)
+    links = []
+    for mail in smtp_server.messages:
+        text = mail.part("text/plain")
+        (link,) = re.findall(r"Stop receiving this channel's e-mails: (\S+)", text)
+        assert link in mail.part("text/html")
+        assert mail.message["List-Unsubscribe"].strip() == f"<{link}unsubscribe/>"
+        links.append(link)
+    assert len(set(links)) == 2
+
+
+def test_addresses_left_out_are_named_in_the_note(
+    world: TeamWorld, smtp_server: SmtpReceiver
+) -> None:
+    channel = confirmed(
+        channel_create(
+            team=world.team, slug="team-mail", kind=ChannelKind.EMAIL, email_to=[ONCALL, LEAD]
+        ),
+        ONCALL,
+    )
+    delivered = _send(channel)
+    assert delivered.note == f"Not sent to {LEAD} (waiting for confirmation)."
+    assert [m.rcpt_tos for m in smtp_server.messages] == [[ONCALL]]

@@ -19,14 +19,19 @@ def link(raw: str) -> str:
     return reverse("invitation", kwargs={"token": raw})
 
 
-def tokens_mailed_to(address: str) -> list[str]:
-    """The tokens of every invitation link e-mailed to ``address``, oldest first."""
+def mailed_to(address: str, pattern: re.Pattern[str]) -> list[str]:
+    """What ``pattern`` finds in the text of every e-mail to ``address``, oldest first."""
     return [
         match
         for message in mail.outbox
         if address in message.to
-        for match in LINK.findall(str(message.body))
+        for match in pattern.findall(str(message.body))
     ]
+
+
+def tokens_mailed_to(address: str) -> list[str]:
+    """The tokens of every invitation link e-mailed to ``address``, oldest first."""
+    return mailed_to(address, LINK)
 
 
 def role_in(team: Team, user) -> str | None:

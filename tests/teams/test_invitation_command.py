@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from apps.teams.management.commands.team import Command
 from apps.teams.models import Invitation, Membership, Role
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
+from tests.factories import make_user, verify_email
 from tests.teams.invitations import role_in, tokens_mailed_to
 
 
@@ -33,6 +33,7 @@ def test_invite_mails_a_link_prints_it_last_and_attaches_nothing(world: TeamWorl
 
 
 def test_invite_names_the_inviter_when_asked(world: TeamWorld) -> None:
+    verify_email(world.owner)
     run("team", "invite", "acme", "nina@example.com", "--role", "viewer", "--invited-by", "olivia")
     assert Invitation.objects.get().invited_by == world.owner
     assert "olivia invited you" in mail.outbox[0].subject

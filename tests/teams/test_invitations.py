@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives
 from django.core.mail.backends.base import BaseEmailBackend
 from django.test import Client
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 from apps.teams.models import Invitation, Membership, Role
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
+from tests.factories import add_member, make_team, make_user, verify_email
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 from tests.teams.invitations import invite, link, role_in, tokens_mailed_to
 
@@ -43,6 +44,7 @@ class FailingEmailBackend(BaseEmailBackend):
 
 
 def test_owner_invites_by_email_and_the_link_is_mailed(world: TeamWorld) -> None:
+    verify_email(world.owner)  # the team's names go into mail from verified accounts only
     response = client_for(world.owner).post(URL, {"email": "Nina@Example.com", "role": "editor"})
     assert response.status_code == 302
     assert response["Location"] == MEMBERS
@@ -417,3 +419,46 @@ def test_invitee_signs_in_through_the_link_and_accepts(world: TeamWorld) -> None
     assert role_in(world.team, nina) is None
     assert client.post(link(raw)).status_code == 302
     assert role_in(world.team, nina) == Role.VIEWER
+
+
+def test_an_unverified_accounts_invitation_names_neither_its_team_nor_the_inviter(
+    world: TeamWorld,
+) -> None:
+    invite(world.team, "nina@example.com", by=world.owner)
+    (message,) = mail.outbox
+    assert isinstance(message, EmailMultiAlternatives)
+    html = str(message.alternatives[0][0])
+    assert message.subject == "[Latency Budgets] You are invited to join a team"
+    for text in (message.subject, message.body, html):
+        assert "Acme" not in text
+        assert "olivia" not in text
+    [raw] = tokens_mailed_to("nina@example.com")
+    # The link's page names the team: the invitee sees it once they choose to look.
+    assert "Acme" in Client().get(link(raw)).content.decode()
+
+
+def test_a_verified_accounts_invitation_names_its_team_and_the_inviter(world: TeamWorld) -> None:
+    verify_email(world.owner)
+    invite(world.team, "nina@example.com", by=world.owner)
+    (message,) = mail.outbox
+    assert message.subject == "[Latency Budgets] olivia invited you to join Acme"
+    assert "olivia invited you to join the team Acme" in message.body
+
+
+def test_the_teams_of_one_account_share_its_invitation_allowance(
+    world: TeamWorld, settings
+) -> None:
+    settings.ACCOUNT_INVITATIONS_PER_HOUR = 3
+    second, third = (make_team(slug, owner=world.owner) for slug in ("acme-2", "acme-3"))
+    co_owner = make_user("otto")
+    add_member(third, co_owner, Role.OWNER)  # another user, the same account
+    invite(world.team, "a@example.com", by=world.owner)
+    invite(second, "b@example.com", by=world.owner)
+    invite(third, "c@example.com", by=co_owner)
+    with pytest.raises(ValidationError) as refused:
+        invite(third, "d@example.com", by=co_owner)
+    assert "ACCOUNT_INVITATIONS_PER_HOUR=3" in " ".join(refused.value.messages)
+    assert not Invitation.objects.filter(email="d@example.com").exists()
+    # Another account is not affected.
+    invite(world.other_team, "e@example.com", by=world.outsider)
+    assert len(mail.outbox) == 4

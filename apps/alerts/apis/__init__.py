@@ -5,6 +5,7 @@ reads through the selectors. The team comes from apps.teams.request_team.
 """
 
 from apps.alerts.apis.channels import (
+    ChannelConfirmationResendApi,
     ChannelCreateApi,
     ChannelDeleteApi,
     ChannelDetailApi,
@@ -31,6 +32,7 @@ __all__ = [
     "AlertRuleSilenceApi",
     "AlertRuleUnsilenceApi",
     "AlertRuleUpdateApi",
+    "ChannelConfirmationResendApi",
     "ChannelCreateApi",
     "ChannelDeleteApi",
     "ChannelDetailApi",

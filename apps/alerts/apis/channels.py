@@ -15,9 +15,12 @@ from apps.alerts.apis.serializers import (
     ChannelSecretOutput,
     ChannelUpdateInput,
     NotificationOutput,
+    RecipientOutput,
+    RecipientResendInput,
 )
 from apps.alerts.models import Channel
-from apps.alerts.selectors.history import channel_last_notification, channels_for_team
+from apps.alerts.selectors.history import channels_for_team
+from apps.alerts.selectors.recipients import channel_recipient_statuses
 from apps.alerts.services.channels import (
     channel_create,
     channel_delete,
@@ -26,15 +29,20 @@ from apps.alerts.services.channels import (
     channel_update,
 )
 from apps.alerts.services.notifications import notification_test_send
-from apps.alerts.views.labels import ChannelRow
+from apps.alerts.services.recipients import recipient_confirmation_resend
+from apps.alerts.views.labels import channel_row, channel_rows
 from apps.core.api.errors import api_field_names
 from apps.core.api.pagination import DefaultPagination
+from apps.core.api.schema import error_responses
 from apps.core.api.views import ApiView
+from apps.teams.api_errors import rates_as_429
 from apps.teams.api_schema import team_schema
 from apps.teams.models import Membership
 from apps.teams.request_team import membership_for_request, request_user, team_slug_for_request
 
 TAGS = ["alert channels"]
+# Mail to people outside the account is counted per hour over all its teams.
+RATED = error_responses(429)
 # A taken slug is the model's unique constraint, which Django reports for the whole object.
 CREATE_ERRORS = {"__all__": "slug"}
 
@@ -48,10 +56,6 @@ def _channel(
         channel_slug=channel_slug,
         write=write,
     )
-
-
-def _row(channel: Channel, *, can_write: bool) -> ChannelRow:
-    return ChannelRow(channel, channel_last_notification(channel=channel), can_write)
 
 
 class ChannelListApi(ApiView):
@@ -69,7 +73,9 @@ class ChannelListApi(ApiView):
         page = paginator.paginate_queryset(
             channels_for_team(team=membership.team), request, view=self
         )
-        rows = [_row(channel, can_write=membership.can_write) for channel in page or []]
+        rows = channel_rows(
+            team=membership.team, channels=list(page or []), can_write=membership.can_write
+        )
         return paginator.get_paginated_response(ChannelOutput(rows, many=True).data)
 
 
@@ -80,10 +86,14 @@ class ChannelCreateApi(ApiView):
         summary="Add an alert channel",
         description=(
             "An e-mail channel takes `email_to`; a webhook `url`, `format` and optionally "
-            "`secret`. A webhook without a secret gets a fresh one, returned in this answer."
+            "`secret`. A webhook without a secret gets a fresh one, returned in this answer. "
+            "Each address of an e-mail channel is mailed a confirmation and receives nothing "
+            "else until it confirms (see `recipients`); those e-mails count against the "
+            "account's hourly allowance (429 past it), and an account holds at most "
+            "`ACCOUNT_MAX_CHANNELS` channels over all its teams (400 past it)."
         ),
         request=InputSerializer,
-        responses={201: ChannelSecretOutput},
+        responses={201: ChannelSecretOutput, **RATED},
         write=True,
         tags=TAGS,
     )
@@ -91,9 +101,9 @@ class ChannelCreateApi(ApiView):
         team = team_for_request(request, write=True)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with api_field_names(CREATE_ERRORS):
+        with api_field_names(CREATE_ERRORS), rates_as_429():
             channel = channel_create(team=team, **serializer.validated_data)
-        data = ChannelSecretOutput(ChannelRow(channel, None, True)).data
+        data = ChannelSecretOutput(channel_row(channel, can_write=True)).data
         return Response(data, status=status.HTTP_201_CREATED)
 
 
@@ -106,7 +116,7 @@ class ChannelDetailApi(ApiView):
     )
     def get(self, request: Request, channel_slug: str) -> Response:
         membership, channel = _channel(request, channel_slug)
-        row = _row(channel, can_write=membership.can_write)
+        row = channel_row(channel, can_write=membership.can_write)
         output = ChannelSecretOutput if membership.can_write else ChannelOutput
         return Response(output(row).data)
 
@@ -122,10 +132,11 @@ class ChannelUpdateApi(ApiView):
         summary="Change an alert channel",
         description=(
             "Only the fields sent change; the kind and slug stay. `enabled: true` puts a "
-            "channel disabled after failures back in service, `false` takes it out."
+            "channel disabled after failures back in service, `false` takes it out. New "
+            "addresses are mailed a confirmation, as on creation (429 past the allowance)."
         ),
         request=InputSerializer,
-        responses={200: ChannelOutput},
+        responses={200: ChannelOutput, **RATED},
         write=True,
         tags=TAGS,
     )
@@ -134,12 +145,13 @@ class ChannelUpdateApi(ApiView):
         serializer = self.InputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        channel = channel_update(channel=channel, **_update_fields(data))
+        with rates_as_429():
+            channel = channel_update(channel=channel, **_update_fields(data))
         if data.get("enabled") is True and not channel.is_enabled:
             channel = channel_enable(channel=channel)
         elif data.get("enabled") is False and channel.is_enabled:
             channel_disable(channel=channel, reason=f"Disabled by {request_user(request)}.")
-        return Response(ChannelOutput(_row(channel, can_write=True)).data)
+        return Response(ChannelOutput(channel_row(channel, can_write=True)).data)
 
 
 class ChannelDeleteApi(ApiView):
@@ -160,10 +172,11 @@ class ChannelTestApi(ApiView):
         summary="Send a test notification through a channel",
         description=(
             "The worker delivers it like any notification, with retries; follow it in the "
-            "channel's `last_notification`."
+            "channel's `last_notification`. An e-mail test reaches confirmed addresses only, "
+            "and counts against the account's hourly allowance of test e-mails (429 past it)."
         ),
         request=None,
-        responses={202: NotificationOutput},
+        responses={202: NotificationOutput, **RATED},
         write=True,
         tags=TAGS,
     )
@@ -171,5 +184,37 @@ class ChannelTestApi(ApiView):
         _, channel = _channel(request, channel_slug, write=True)
         if not channel.is_enabled:
             raise serializers.ValidationError("The channel is disabled: enable it first.")
-        notification = notification_test_send(channel=channel, now=timezone.now())
+        with rates_as_429():
+            notification = notification_test_send(channel=channel, now=timezone.now())
         return Response(NotificationOutput(notification).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ChannelConfirmationResendApi(ApiView):
+    InputSerializer = RecipientResendInput
+
+    @team_schema(
+        summary="Mail an address of an e-mail channel its confirmation again",
+        description=(
+            "For an address still waiting: a fresh link, at most once every "
+            "`CHANNEL_CONFIRMATION_RESEND_INTERVAL_S` per address and within the account's "
+            "hourly allowance of confirmation e-mails (429 with `Retry-After` otherwise). "
+            "A confirmed or declined address is a 400: only its owner changes its answer."
+        ),
+        request=InputSerializer,
+        responses={202: RecipientOutput, **RATED},
+        write=True,
+        tags=TAGS,
+    )
+    def post(self, request: Request, channel_slug: str) -> Response:
+        _, channel = _channel(request, channel_slug, write=True)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        address = serializer.validated_data["address"]
+        with rates_as_429():
+            recipient_confirmation_resend(channel=channel, address=address, now=timezone.now())
+        status_of = next(
+            s
+            for s in channel_recipient_statuses(channel=channel)
+            if s.address.lower() == address.lower()
+        )
+        return Response(RecipientOutput(status_of).data, status=status.HTTP_202_ACCEPTED)

@@ -20,6 +20,7 @@ from apps.alerts.models import (
     NoDataPolicy,
     NotificationEvent,
     NotificationStatus,
+    RecipientState,
     Resolution,
     RuleScope,
     Severity,
@@ -267,6 +268,9 @@ class DeliveryAttemptOutput(serializers.Serializer):
     latency_ms = serializers.FloatField(allow_null=True)
     error = serializers.CharField()
     response_excerpt = serializers.CharField(help_text="The start of the receiver's answer.")
+    note = serializers.CharField(
+        help_text="What else the transport said: the e-mail addresses it left out, and why."
+    )
 
     class Meta:
         ref_name = "DeliveryAttempt"
@@ -290,6 +294,37 @@ class NotificationOutput(serializers.Serializer):
         ref_name = "Notification"
 
 
+class RecipientOutput(serializers.Serializer):
+    """An address of an e-mail channel and whether it receives the channel's mail."""
+
+    address = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=RecipientState.choices,
+        help_text="waiting: mailed a confirmation, receives nothing else until it confirms; "
+        "confirmed: receives the channel's mail; declined: receives nothing more.",
+    )
+    verified_member = serializers.BooleanField(
+        source="by_membership",
+        help_text="Confirmed because it is the address of a team member who is a verified user.",
+    )
+    confirmation_sent_at = serializers.DateTimeField(
+        allow_null=True, help_text="When its last confirmation e-mail went out."
+    )
+    confirmation_error = serializers.CharField(
+        help_text="Why its last confirmation e-mail could not be sent, if it could not."
+    )
+
+    class Meta:
+        ref_name = "ChannelRecipient"
+
+
+class RecipientResendInput(StrictInput):
+    address = serializers.CharField(max_length=254, help_text="One of the channel's addresses.")
+
+    class Meta:
+        ref_name = "ChannelRecipientResendInput"
+
+
 class ChannelOutput(serializers.Serializer):
     """A channel as ``views.labels.ChannelRow`` shows it to the caller."""
 
@@ -297,6 +332,11 @@ class ChannelOutput(serializers.Serializer):
     name = serializers.CharField(source="channel.name")
     kind = serializers.ChoiceField(source="channel.kind", choices=ChannelKind.choices)
     email_to = serializers.ListField(source="channel.email_to", child=serializers.CharField())
+    recipients = RecipientOutput(
+        many=True,
+        help_text="For e-mail channels: each address with its state. Only confirmed ones "
+        "receive alerts, reminders, resolutions and tests.",
+    )
     url = serializers.CharField(
         help_text="Viewers see the scheme and host only: webhook URLs often carry a token."
     )

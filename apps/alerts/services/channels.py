@@ -1,14 +1,22 @@
-"""Services: channels are created, changed, enabled, deleted and tested here."""
+"""Services: channels are created, changed, enabled, deleted and tested here.
+
+An account holds at most ACCOUNT_MAX_CHANNELS channels over all its teams, and each
+address of an e-mail channel is asked to confirm before it receives anything
+(``services.recipients``).
+"""
 
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 from django.utils import timezone
 
 from apps.alerts.models import Channel, ChannelKind, Notification, NotificationStatus, WebhookFormat
+from apps.alerts.services.recipients import recipients_release, recipients_sync
 from apps.alerts.transports.signing import secret_generate, secret_is_valid
+from apps.teams.accounts import account_cap_error, account_lock, account_teams
 from apps.teams.models import Team
 
 MAX_ADDRESSES = 20
@@ -56,6 +64,23 @@ def _clean(channel: Channel) -> None:
     channel.full_clean()
 
 
+def _channel_cap_check(team: Team) -> None:
+    cap = settings.ACCOUNT_MAX_CHANNELS
+    if not cap:
+        return
+    account_lock(team=team)
+    used = Channel.objects.filter(team__in=account_teams(team=team)).count()
+    if used >= cap:
+        raise account_cap_error(
+            what="alert channels",
+            used=used,
+            cap=cap,
+            setting="ACCOUNT_MAX_CHANNELS",
+            code="too_many_channels",
+        )
+
+
+@transaction.atomic
 def channel_create(
     *,
     team: Team,
@@ -68,7 +93,8 @@ def channel_create(
     secret: str = "",
     secret_env: str = "",
 ) -> Channel:
-    """A new channel; a webhook without a secret gets a fresh one."""
+    """A new channel; a webhook without a secret gets a fresh one, and an e-mail
+    channel's addresses their confirmation e-mails."""
     channel = Channel(
         team=team,
         slug=slug,
@@ -81,10 +107,13 @@ def channel_create(
         secret_env=secret_env,
     )
     _clean(channel)
+    _channel_cap_check(team)
     channel.save()
+    recipients_sync(channel=channel, now=timezone.now())
     return channel
 
 
+@transaction.atomic
 def channel_update(
     *,
     channel: Channel,
@@ -95,7 +124,8 @@ def channel_update(
     secret: str | None = None,
     secret_env: str | None = None,
 ) -> Channel:
-    """Change what is given; the kind and slug stay. A secret of "" keeps the current one."""
+    """Change what is given; the kind and slug stay. A secret of "" keeps the current one.
+    New addresses are asked to confirm; removed ones are forgotten, but not their no."""
     if name is not None:
         channel.name = name
     if email_to is not None:
@@ -110,6 +140,7 @@ def channel_update(
         channel.secret_env = secret_env
     _clean(channel)
     channel.save()
+    recipients_sync(channel=channel, now=timezone.now())
     return channel
 
 
@@ -149,5 +180,7 @@ def channel_disable(*, channel: Channel, reason: str) -> bool:
     return bool(disabled)
 
 
+@transaction.atomic
 def channel_delete(*, channel: Channel) -> None:
+    recipients_release(channel=channel)
     channel.delete()

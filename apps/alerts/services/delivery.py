@@ -30,9 +30,9 @@ from apps.alerts.models import (
 )
 from apps.alerts.services.channels import channel_disable
 from apps.alerts.transports import transport_for
-from apps.alerts.transports.base import Delivered, TransportError
+from apps.alerts.transports.base import Delivered, NobodyToTell, TransportError
 from apps.core.isolation import failure_reason, is_transient
-from apps.teams.models import Membership, Role
+from apps.teams.selectors import verified_member_emails
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +104,8 @@ def _claim(notification_id: int, now: datetime) -> bool:
 
 
 def _owners_emails(channel: Channel) -> list[str]:
-    owners = Membership.objects.filter(team_id=channel.team_id, role=Role.OWNER)
-    return sorted(set(owners.exclude(user__email="").values_list("user__email", flat=True)))
+    """The owners who showed they read their address: anyone may sign up with anyone's."""
+    return sorted(verified_member_emails(team=channel.team, owners_only=True))
 
 
 def _channel_failed(channel: Channel, error: TransportError) -> None:
@@ -142,6 +142,7 @@ def _finish(
     http_status: int | None,
     excerpt: str,
     error: str,
+    note: str,
     now: datetime,
 ) -> float | None:
     attempt.outcome = outcome
@@ -149,13 +150,19 @@ def _finish(
     attempt.latency_ms = latency_ms
     attempt.error = error[:ERROR_CHARS]
     attempt.response_excerpt = excerpt[:EXCERPT_CHARS]
+    attempt.note = note[:ERROR_CHARS]
     attempt.save(
-        update_fields=["outcome", "http_status", "latency_ms", "error", "response_excerpt"]
+        update_fields=["outcome", "http_status", "latency_ms", "error", "response_excerpt", "note"]
     )
     retry_in: float | None = None
     fields: dict[str, object] = {"lease_until": None, "last_error": error[:ERROR_CHARS]}
     if outcome == AttemptOutcome.SUCCESS:
         fields.update(status=NotificationStatus.DELIVERED, finished_at=now)
+    elif outcome == AttemptOutcome.SKIPPED:
+        # Nobody to tell is no failure of the channel: the history says why.
+        fields.update(
+            status=NotificationStatus.CANCELLED, finished_at=now, last_error=note[:ERROR_CHARS]
+        )
     elif outcome == AttemptOutcome.RETRY and notification.attempts < MAX_ATTEMPTS:
         retry_in = retry_delay(notification.attempts)
         fields["next_attempt_at"] = now + timedelta(seconds=retry_in)
@@ -220,14 +227,16 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
             notification=notification, number=notification.attempts, started_at=now
         )
     started = time.monotonic()
-    http_status, excerpt, error = None, "", ""
+    http_status, excerpt, error, note = None, "", "", ""
     failure: TransportError | None = None
     try:
         delivered: Delivered = transport_for(channel).notify(
             channel=channel, notification=notification, timestamp=int(time.time())
         )
         outcome, http_status = AttemptOutcome.SUCCESS, delivered.http_status
-        excerpt = delivered.excerpt
+        excerpt, note = delivered.excerpt, delivered.note
+    except NobodyToTell as exc:
+        outcome, note = AttemptOutcome.SKIPPED, str(exc)
     except TransportError as exc:
         outcome = AttemptOutcome.PERMANENT if exc.permanent else AttemptOutcome.RETRY
         http_status, excerpt, error = exc.http_status, exc.excerpt, str(exc)
@@ -245,6 +254,7 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
         http_status=http_status,
         excerpt=excerpt,
         error=error,
+        note=note,
         now=now + timedelta(seconds=time.monotonic() - started),
     )
     # After the notification's own row: disabling the channel cancels what still waits.

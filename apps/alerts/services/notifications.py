@@ -11,12 +11,14 @@ from django.db import transaction
 from apps.alerts.models import (
     AlertRule,
     Channel,
+    ChannelKind,
     Incident,
     Notification,
     NotificationEvent,
     NotificationStatus,
 )
 from apps.alerts.services.payloads import incident_payload, payload_for_channel_test
+from apps.teams.accounts import account_rate_take
 
 TESTS_PER_PERIOD = 5
 TEST_PERIOD = timedelta(minutes=10)
@@ -99,12 +101,19 @@ def _test_sends_check(channel: Channel, now: datetime) -> None:
 
 
 def notification_test_send(*, channel: Channel, now: datetime) -> Notification:
-    """A test notification through ``channel``, delivered (and retried) like any other."""
+    """A test notification through ``channel``, delivered (and retried) like any other.
+
+    Test e-mails also count against the hourly allowance of the team's account
+    (ACCOUNT_EMAIL_TESTS_PER_HOUR), which all its teams share."""
     message_id = message_id_new()
     with transaction.atomic():
         # The channel row's lock: two clicks at once cannot both pass the limit.
         Channel.objects.select_for_update().filter(pk=channel.pk).first()
         _test_sends_check(channel, now)
+        if channel.kind == ChannelKind.EMAIL:
+            account_rate_take(
+                team=channel.team, what="test e-mails", setting="ACCOUNT_EMAIL_TESTS_PER_HOUR"
+            )
         notification = Notification.objects.create(
             team_id=channel.team_id,
             channel=channel,

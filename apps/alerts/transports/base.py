@@ -8,10 +8,18 @@ from apps.alerts.models import Channel, Notification
 
 @dataclass(frozen=True)
 class Delivered:
-    """A notification the receiver accepted."""
+    """A notification the receiver accepted; ``note`` says what else to log with the
+    attempt, such as the addresses an e-mail left out."""
 
     http_status: int | None = None
     excerpt: str = ""
+    note: str = ""
+
+
+class NobodyToTell(Exception):
+    """Nothing was sent because nobody may receive it (every address of an e-mail
+    channel waits for its confirmation or declined): the notification is cancelled with
+    this message, which is neither a failure of the channel nor worth a retry."""
 
 
 class TransportError(Exception):

@@ -1,7 +1,8 @@
 """E-mail: subject, text and HTML from templates/emails/, sent by Django's mail backend.
 
-SMTP says itself whether trying again can help: 5xx replies are permanent, 4xx ones
-and a server that cannot be reached are not.
+An alert goes only to the addresses that asked for it (``selectors.recipients``), one
+message each, with a link to stop. SMTP says itself whether trying again can help: 5xx
+replies are permanent, 4xx ones and a server that cannot be reached are not.
 """
 
 import smtplib
@@ -11,12 +12,15 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
-from django.template.loader import render_to_string
 
 from apps.alerts.formats import text
-from apps.alerts.models import Channel, Notification
+from apps.alerts.models import Channel, ChannelRecipient, Notification
 from apps.alerts.payload_types import Payload
-from apps.alerts.transports.base import Delivered, TransportError
+from apps.alerts.recipient_links import recipient_unsubscribe_url, recipient_url
+from apps.alerts.selectors.recipients import RecipientStatus, channel_recipient_statuses
+from apps.alerts.transports.base import Delivered, NobodyToTell, TransportError
+from apps.core.mail import mail_build, site_host
+from apps.teams.accounts import account_verified
 
 # Used when EMAIL_TIMEOUT is unset: well inside the delivery's two-minute lease.
 SMTP_TIMEOUT_S = 30.0
@@ -85,27 +89,23 @@ def alert_context(channel: Channel, payload: Payload) -> dict[str, Any]:
         ],
         "dashboard_url": links["dashboard"],
         "incident_url": links["incident"],
+        "incident_id": payload["incident"]["id"],
+        # The subject carries the names the team chose only when its account is
+        # verified; the body goes only to addresses that confirmed.
+        "named": account_verified(team=channel.team),
     }
 
 
 def _message(
-    name: str, context: dict[str, Any], to: list[str], headers: dict[str, str]
+    name: str,
+    context: dict[str, Any],
+    to: list[str],
+    headers: dict[str, str],
+    connection: Any = None,
 ) -> EmailMultiAlternatives:
-    # Newlines in a subject would end the header: the template's are folded away.
-    subject = " ".join(render_to_string(f"emails/{name}-subject.txt", context).split())
-    body = render_to_string(f"emails/{name}-body.txt", context)
-    html = render_to_string(f"emails/{name}-body.html", context)
-    timeout = getattr(settings, "EMAIL_TIMEOUT", None) or SMTP_TIMEOUT_S
-    message = EmailMultiAlternatives(
-        subject,
-        body,
-        settings.DEFAULT_FROM_EMAIL,
-        to,
-        headers={"Auto-Submitted": "auto-generated", **headers},
-        connection=get_connection(timeout=timeout),
+    return mail_build(
+        name, context, to, timeout=SMTP_TIMEOUT_S, headers=headers, connection=connection
     )
-    message.attach_alternative(html, "text/html")
-    return message
 
 
 def _refusal(exc: smtplib.SMTPRecipientsRefused) -> TransportError:
@@ -119,39 +119,109 @@ def _refusal(exc: smtplib.SMTPRecipientsRefused) -> TransportError:
     return TransportError(f"every recipient was refused: {said}", permanent=permanent)
 
 
-def _send(message: EmailMultiAlternatives) -> None:
-    try:
-        message.send()
-    except smtplib.SMTPRecipientsRefused as exc:
-        raise _refusal(exc) from exc
-    except (smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError) as exc:
-        raise TransportError(f"SMTP server unreachable: {exc}", permanent=False) from exc
-    except smtplib.SMTPResponseException as exc:
+def _transport_error(exc: Exception) -> TransportError:
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return _refusal(exc)
+    if isinstance(exc, smtplib.SMTPServerDisconnected | smtplib.SMTPConnectError):
+        return TransportError(f"SMTP server unreachable: {exc}", permanent=False)
+    if isinstance(exc, smtplib.SMTPResponseException):
         reply = (
             exc.smtp_error.decode(errors="replace")
             if isinstance(exc.smtp_error, bytes)
             else exc.smtp_error
         )
-        raise TransportError(
-            f"SMTP {exc.smtp_code} {reply}", permanent=500 <= exc.smtp_code < 600
-        ) from exc
+        return TransportError(f"SMTP {exc.smtp_code} {reply}", permanent=500 <= exc.smtp_code < 600)
+    # Refused connections, timeouts, TLS failures: the server may be back soon.
+    return TransportError(f"{type(exc).__name__}: {exc}", permanent=False)
+
+
+def _send(message: EmailMultiAlternatives) -> None:
+    try:
+        message.send()
     except (smtplib.SMTPException, OSError) as exc:
-        # Refused connections, timeouts, TLS failures: the server may be back soon.
-        raise TransportError(f"{type(exc).__name__}: {exc}", permanent=False) from exc
+        raise _transport_error(exc) from exc
+
+
+def _left_out(statuses: list[RecipientStatus]) -> str:
+    return ", ".join(f"{s.address} ({s.label})" for s in statuses)
 
 
 class EmailTransport:
     def notify(self, *, channel: Channel, notification: Notification, timestamp: int) -> Delivered:
-        """Mail ``channel.email_to``; the Message-ID is the same on every retry, so a
-        message that did arrive before a failure shows once in a mail client."""
+        """Mail each address of the channel that confirmed (or is a verified member's),
+        one message each with its own link to stop; the others are left out and named in
+        the note. The Message-ID is the same on every retry, so a message that did arrive
+        before a failure shows once in a mail client."""
+        statuses = channel_recipient_statuses(channel=channel)
+        to = [s for s in statuses if s.receives and s.recipient is not None]
+        skipped = [s for s in statuses if s not in to]
+        if not to:
+            raise NobodyToTell(f"Sent to nobody: {_left_out(skipped)}.")
         payload = cast(Payload, notification.payload)
         headers = {
             "Message-ID": f"<{notification.message_id}@{_domain()}>",
             "X-Latency-Budgets-Message-Id": notification.message_id,
         }
         context = alert_context(channel, payload)
-        _send(_message("alert", context, list(channel.email_to), headers))
-        return Delivered()
+        refused = _send_each("alert", context, headers, to)
+        notes = []
+        if refused:
+            notes.append(f"Refused: {'; '.join(str(error) for error in refused)}.")
+        if skipped:
+            notes.append(f"Not sent to {_left_out(skipped)}.")
+        return Delivered(note=" ".join(notes))
+
+
+def _send_each(
+    name: str, context: dict[str, Any], headers: dict[str, str], to: list[RecipientStatus]
+) -> list[TransportError]:
+    """One message per address over one connection, each with its own stop link. An
+    address refused for good is reported, not fatal; a refusal for now (or any other
+    failure) is raised, and the whole notification is tried again."""
+    refused: list[TransportError] = []
+    timeout = getattr(settings, "EMAIL_TIMEOUT", None) or SMTP_TIMEOUT_S
+    try:
+        with get_connection(timeout=timeout) as connection:
+            for status in to:
+                assert status.recipient is not None
+                links = recipient_links_context(status.recipient)
+                message = _message(
+                    name,
+                    {**context, **links},
+                    [status.address],
+                    {**headers, **unsubscribe_headers(links)},
+                    connection,
+                )
+                try:
+                    message.send()
+                except smtplib.SMTPRecipientsRefused as exc:
+                    error = _refusal(exc)
+                    if not error.permanent:
+                        raise error from exc
+                    refused.append(error)
+    except (smtplib.SMTPException, OSError) as exc:
+        raise _transport_error(exc) from exc
+    if len(refused) == len(to):
+        said = "; ".join(
+            str(error).removeprefix("every recipient was refused: ") for error in refused
+        )
+        raise TransportError(f"every recipient was refused: {said}", permanent=True)
+    return refused
+
+
+def recipient_links_context(recipient: ChannelRecipient) -> dict[str, str]:
+    return {
+        "recipient_url": recipient_url(recipient),
+        "unsubscribe_url": recipient_unsubscribe_url(recipient),
+    }
+
+
+def unsubscribe_headers(links: dict[str, str]) -> dict[str, str]:
+    """RFC 8058: the mail client's own unsubscribe button, one POST, no page to open."""
+    return {
+        "List-Unsubscribe": f"<{links['unsubscribe_url']}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
 
 
 def channels_page_url(channel: Channel) -> str:
@@ -170,3 +240,26 @@ def channel_disabled_email(*, channel: Channel, recipients: list[str], reason: s
         "channels_url": channels_page_url(channel),
     }
     _send(_message("channel-disabled", context, recipients, {}))
+
+
+def confirmation_email_send(*, recipient: ChannelRecipient) -> None:
+    """Ask an address whether it wants this channel's mail. The team's and channel's
+    names go in only when the team's account is verified: otherwise the mail says only
+    that someone asked to send it latency alerts from this site, and how to say no.
+
+    Raises TransportError when the mail cannot be sent.
+    """
+    channel = recipient.channel
+    assert channel is not None
+    links = recipient_links_context(recipient)
+    context = {
+        **links,
+        "named": account_verified(team=recipient.team),
+        "team": recipient.team,
+        "channel": channel,
+        "address": recipient.email,
+        "site": site_host(),
+        "site_url": settings.SITE_URL,
+        "expiry_days": settings.CHANNEL_CONFIRMATION_EXPIRY_DAYS,
+    }
+    _send(_message("channel-confirm", context, [recipient.email], unsubscribe_headers(links)))

@@ -11,6 +11,7 @@ from apps.alerts.views.channels import (
     channel_test,
 )
 from apps.alerts.views.incidents import incident_detail, incident_list
+from apps.alerts.views.recipients import recipient_resend
 from apps.alerts.views.rules import (
     rule_create_view,
     rule_delete_view,
@@ -31,6 +32,7 @@ __all__ = [
     "channel_test",
     "incident_detail",
     "incident_list",
+    "recipient_resend",
     "rule_create_view",
     "rule_delete_view",
     "rule_edit",

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.alerts.access import channel_for_user
 from apps.alerts.forms import CHANNEL_FORMS, add_service_error
-from apps.alerts.models import Channel, ChannelKind
+from apps.alerts.models import ChannelKind
 from apps.alerts.selectors.history import channel_last_notification, channels_for_team
 from apps.alerts.services.channels import (
     channel_create,
@@ -24,7 +24,7 @@ from apps.alerts.services.channels import (
     channel_update,
 )
 from apps.alerts.services.notifications import notification_test_send
-from apps.alerts.views.labels import ChannelRow
+from apps.alerts.views.labels import ChannelRow, channel_row, channel_rows
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_user, membership_for_writer
 from apps.teams.current_team import current_team_remember
@@ -36,20 +36,17 @@ DELETE = "alerts/delete.html"
 FORM_ERRORS = {"email_to": "addresses"}
 
 
-def _row(channel: Channel, can_write: bool) -> ChannelRow:
-    return ChannelRow(channel, channel_last_notification(channel=channel), can_write)
-
-
 @login_required
 @require_GET
 def channel_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
     current_team_remember(request, membership.team)
     can_write = membership.can_write
+    channels = list(channels_for_team(team=membership.team))
     context = {
         "team": membership.team,
         "can_write": can_write,
-        "rows": [_row(c, can_write) for c in channels_for_team(team=membership.team)],
+        "rows": channel_rows(team=membership.team, channels=channels, can_write=can_write),
         "kinds": ChannelKind.choices,
     }
     return render(request, CHANNELS, context)
@@ -169,7 +166,7 @@ def channel_result(request: HtmxHttpRequest, team_slug: str, channel_slug: str) 
     )
     if not request.htmx:
         return redirect("alerts:channels", team_slug=team_slug)
-    return _result(request, _row(channel, membership.can_write), membership.team)
+    return _result(request, channel_row(channel, can_write=membership.can_write), membership.team)
 
 
 @login_required

@@ -1,6 +1,6 @@
 """Rules, scopes, states and channels as the alert pages (and the API) show them."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -17,8 +17,11 @@ from apps.alerts.models import (
     NotificationStatus,
     RuleScope,
 )
+from apps.alerts.selectors.history import channel_last_notification
+from apps.alerts.selectors.recipients import RecipientStatus, channels_recipient_statuses
 from apps.alerts.webhook_urls import url_for_viewers
 from apps.pipelines.models import PERCENTILES
+from apps.teams.models import Team
 
 TIMES = "\u00d7"
 
@@ -101,11 +104,13 @@ def _state_scope(state: AlertState, stage_names: dict[int, str]) -> str:
 
 @dataclass(frozen=True)
 class ChannelRow:
-    """A channel as its team sees it: viewers get a webhook's host, never its path."""
+    """A channel as its team sees it: viewers get a webhook's host, never its path;
+    every member sees each address of an e-mail channel with its state."""
 
     channel: Channel
     last: Notification | None
     can_write: bool
+    recipients: list[RecipientStatus] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -131,3 +136,21 @@ class ChannelRow:
     def retrying(self) -> bool:
         attempt = self.last_attempt
         return self.waiting and attempt is not None and attempt.outcome == AttemptOutcome.RETRY
+
+
+def channel_rows(*, team: Team, channels: list[Channel], can_write: bool) -> list[ChannelRow]:
+    """The team's ``channels`` with their last results and addresses, as pages show them."""
+    recipients = channels_recipient_statuses(team=team, channels=channels)
+    return [
+        ChannelRow(
+            channel,
+            channel_last_notification(channel=channel),
+            can_write,
+            recipients.get(channel.pk, []),
+        )
+        for channel in channels
+    ]
+
+
+def channel_row(channel: Channel, *, can_write: bool) -> ChannelRow:
+    return channel_rows(team=channel.team, channels=[channel], can_write=can_write)[0]

@@ -24,12 +24,24 @@ from apps.teams.services.tokens import (
     ingest_token_create,
     ingest_token_revoke,
 )
+from apps.teams.services.verification import (
+    email_verification_check,
+    email_verification_confirm,
+    email_verification_link,
+    email_verification_record,
+    email_verification_send,
+)
 
 __all__ = [
     "LAST_USED_RESOLUTION",
     "api_token_authenticate",
     "api_token_create",
     "api_token_revoke",
+    "email_verification_check",
+    "email_verification_confirm",
+    "email_verification_link",
+    "email_verification_record",
+    "email_verification_send",
     "ingest_token_authenticate",
     "ingest_token_create",
     "ingest_token_revoke",

@@ -4,7 +4,8 @@ Whether an account with the address exists plays no part in any answer, so the
 form cannot be used to find out who has an account. Nothing is attached until
 someone signed in opens the link and accepts it; holding the link is the proof, as
 with the invitations of GitHub organisations, Sentry and Grafana, so the accepting
-account's address need not match.
+account's address need not match. When it does match, accepting also verifies it: the
+link was mailed there.
 """
 
 import math
@@ -17,10 +18,12 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.teams.accounts import account_rate_take
 from apps.teams.emails import invitation_email_send
-from apps.teams.models import Invitation, InvitationStatus, Membership, Role, Team
+from apps.teams.models import EmailProof, Invitation, InvitationStatus, Membership, Role, Team
 from apps.teams.ratelimit import invitation_send_consume
 from apps.teams.services.teams import membership_default_settle
+from apps.teams.services.verification import email_verification_record
 from apps.teams.tokens import token_digest, token_generate
 
 EMAIL_MAX_CHARS = 254  # the longest address SMTP carries (RFC 5321 path limit)
@@ -42,16 +45,18 @@ def _expiry(now: datetime) -> datetime:
     return now + timedelta(days=settings.INVITATION_EXPIRY_DAYS)
 
 
-def _send_allowance(sender: User | None) -> None:
-    if sender is None:
-        return
-    wait = invitation_send_consume(user_id=sender.pk)
-    if wait:
-        raise ValidationError(
-            "You sent as many invitations as allowed in an hour; "
-            f"try again in {math.ceil(wait / 60)} minutes.",
-            code="throttled",
-        )
+def _send_allowance(sender: User | None, team: Team) -> None:
+    """The inviting user's hourly allowance, then the team's account's, which all the
+    teams an account created share."""
+    if sender is not None:
+        wait = invitation_send_consume(user_id=sender.pk)
+        if wait:
+            raise ValidationError(
+                "You sent as many invitations as allowed in an hour; "
+                f"try again in {math.ceil(wait / 60)} minutes.",
+                code="throttled",
+            )
+    account_rate_take(team=team, what="invitation e-mails", setting="ACCOUNT_INVITATIONS_PER_HOUR")
 
 
 @transaction.atomic
@@ -60,8 +65,8 @@ def invitation_create(
 ) -> tuple[Invitation, str]:
     """Store an invitation and e-mail its link; returns it with the link's plain token.
 
-    ``throttled`` holds the inviter to INVITATION_SENDS_PER_HOUR; only an operator's
-    command passes False.
+    ``throttled`` holds the inviter to INVITATION_SENDS_PER_HOUR and the team's account
+    to ACCOUNT_INVITATIONS_PER_HOUR; only an operator's command passes False.
 
     Sending happens inside the transaction: an invitation whose e-mail failed is
     not kept, and the owner is told to try again.
@@ -79,7 +84,7 @@ def invitation_create(
             {"email": f"{email} is already invited; resend the invitation from the list."}
         )
     if throttled:
-        _send_allowance(invited_by)
+        _send_allowance(invited_by, team)
     now = timezone.now()
     raw = token_generate(INVITATION_TOKEN_PREFIX)
     invitation = Invitation(
@@ -127,7 +132,7 @@ def invitation_resend(*, invitation: Invitation, sent_by: User | None) -> str:
             code="throttled",
         )
     invitation.refresh_from_db()
-    _send_allowance(sent_by)
+    _send_allowance(sent_by, invitation.team)
     invitation_email_send(invitation=invitation, raw_token=raw)
     return raw
 
@@ -164,5 +169,7 @@ def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
     locked.save(update_fields=["accepted_at", "accepted_by", "updated_at"])
     membership = Membership.objects.create(team=locked.team, user=user, role=locked.role)
     membership_default_settle(membership=membership)
+    if user.email and user.email.lower() == locked.email.lower():
+        email_verification_record(user=user, proof=EmailProof.INVITATION)
     invitation.accepted_at, invitation.accepted_by = locked.accepted_at, user
     return membership

@@ -25,6 +25,7 @@ from apps.teams.selectors import invitation_by_token, membership_default_for_use
 from apps.teams.services import invitation_accept, user_create
 from apps.teams.services.invitations import CLOSED_MESSAGES
 from apps.teams.signin_throttle import signin_address_paused
+from apps.teams.views.email import verification_mail
 
 INVITATION = "teams/invitation.html"
 # Sign-up creates the user itself, so it names the backend that will load them again.
@@ -120,6 +121,7 @@ def signup(request: HtmxHttpRequest) -> HttpResponse:
             add_service_error(form, exc)
         else:
             login(request, user, backend=MODEL_BACKEND)
+            _verification_offered(request, invitation)
             if invitation is not None:
                 messages.success(
                     request, f"Welcome! Accept the invitation to join {invitation.team}."
@@ -133,6 +135,21 @@ def signup(request: HtmxHttpRequest) -> HttpResponse:
         "invitation_token": token if invitation else "",
     }
     return render(request, "registration/signup.html", context)
+
+
+def _verification_offered(request: HtmxHttpRequest, invitation: Invitation | None) -> None:
+    """Mail the new user a link to verify their address, unless accepting the invitation
+    they came with will: it was mailed to that address."""
+    if invitation is not None and invitation.email.lower() == request.user.email.lower():
+        return
+    try:
+        verification_mail(request)
+    except ValidationError:
+        messages.warning(
+            request,
+            "Your address could not be sent a verification link just now; ask for one "
+            "from the E-mail address page in your menu.",
+        )
 
 
 def _invitation_page(
