@@ -408,6 +408,17 @@ PASS_STATEMENT_TIMEOUT_S = _at_least(
 SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
 SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 
+# --- Reading stored spans: what one page, API call or rule test may load -------------
+# A span may hold a megabyte of attributes: readers load span skeletons and only the
+# attributes the rules compare, each span counted as 1 KiB plus those texts (see
+# docs/dashboards.md, "What one request holds"). These bound what is left, whatever a
+# team sent. A trace's page or API answer reads at most this much of the trace, and so
+# holds at most about three times it; a trace past it shows its stored breakdown.
+TRACE_VIEW_MAX_BYTES = _int("TRACE_VIEW_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
+# A span's details show each attribute value up to this many characters, cut past it
+# with its full length stated.
+TRACE_VALUE_DISPLAY_CHARS = _int("TRACE_VALUE_DISPLAY_CHARS", default=2000, least=100)
+
 # --- Alerts: webhook and email deliveries ----------------------------------------
 # Webhook targets resolving to private, loopback or link-local addresses are refused at
 # connect time (SSRF), unless allowed everywhere or for the hosts listed here.

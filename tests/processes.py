@@ -7,11 +7,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
+from urllib.request import urlopen
 
 from django.conf import settings
 from django.db import connection
+
+from tests.faults.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,12 +74,17 @@ def celery_worker(
         try:
             yield
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Gracefully, then for good if it has not stopped within 20 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float = 0.2) -> bool:
@@ -85,3 +94,39 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float =
             return True
         time.sleep(interval)
     return condition()
+
+
+@dataclass(frozen=True)
+class WebServer:
+    url: str
+    worker_pid: int  # the one gunicorn worker process, which serves every request
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urlopen(f"{url}/healthz", timeout=2) as response:  # noqa: S310 - our own server
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@contextmanager
+def web_server(log_path: Path, *, env: dict[str, str] | None = None) -> Iterator[WebServer]:
+    """gunicorn serving the app from one synchronous worker, against the test database,
+    stopped after use; ``env`` adds environment variables (settings) for it."""
+    url = f"http://127.0.0.1:{free_port()}"
+    command = [
+        sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
+        "--bind", url.removeprefix("http://"), "--timeout", "120",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=process_env(**(env or {})), stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            if not wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=60):
+                raise RuntimeError(f"gunicorn did not answer:\n{log_path.read_text()[-4000:]}")
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            yield WebServer(url=url, worker_pid=int(children[0]))
+        finally:
+            _stop(proc)
