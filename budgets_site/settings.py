@@ -418,6 +418,8 @@ TRACE_VIEW_MAX_BYTES = _int("TRACE_VIEW_MAX_BYTES", default=16 * 1024 * 1024, le
 # A span's details show each attribute value up to this many characters, cut past it
 # with its full length stated.
 TRACE_VALUE_DISPLAY_CHARS = _int("TRACE_VALUE_DISPLAY_CHARS", default=2000, least=100)
+# The rule tester reads the newest traces whole until this much, and says how far back.
+RULE_TEST_MAX_BYTES = _int("RULE_TEST_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
 
 # --- Alerts: webhook and email deliveries ----------------------------------------
 # Webhook targets resolving to private, loopback or link-local addresses are refused at
@@ -477,6 +479,10 @@ ACCOUNT_MAX_PIPELINES = _int("ACCOUNT_MAX_PIPELINES", default=100, least=0)
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget
 # further traces are left out), which bounds a worker's memory whatever a team sends.
 WHATIF_MAX_SPANS = _int("WHATIF_MAX_SPANS", default=400_000, least=1000)
+# … and reads at most this much of them (counted as for TRACE_VIEW_MAX_BYTES: ordinary
+# spans weigh about 1.1 KiB, so the span budget binds first), so that heavy skeletons
+# cannot take a worker either.
+WHATIF_MAX_BYTES = _int("WHATIF_MAX_BYTES", default=512 * 1024 * 1024, least=1024 * 1024)
 # Runs one team may have waiting or running at once; more are answered 429.
 WHATIF_RUNS_PER_TEAM = _int("WHATIF_RUNS_PER_TEAM", default=2, least=1)
 # A run not finished this long after it was asked (or claimed) is asked again; one whose
