@@ -2,7 +2,9 @@
 
 The breakdown is computed from the stored spans with the pipeline's current stages
 and rules, so it shows what the trace would count for now; when the spans have
-aged out, the stage samples written at finalization stand in for it.
+aged out, or weigh more than ``TRACE_VIEW_MAX_BYTES`` as read (skeletons and the
+attributes the rules compare, see ``span_projection``), the stage samples written at
+finalization stand in for it.
 """
 
 from dataclasses import dataclass
