@@ -468,6 +468,19 @@ PASS_STATEMENT_TIMEOUT_S = _at_least(
 SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
 SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 
+# --- Reading stored spans: what one page, API call or rule test may load -------------
+# A span may hold a megabyte of attributes: readers load span skeletons and only the
+# attributes the rules compare, each span counted as 1 KiB plus those texts (see
+# docs/dashboards.md, "What one request holds"). These bound what is left, whatever a
+# team sent. A trace's page or API answer reads at most this much of the trace, and so
+# holds at most about three times it; a trace past it shows its stored breakdown.
+TRACE_VIEW_MAX_BYTES = _int("TRACE_VIEW_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
+# A span's details show each attribute value up to this many characters, cut past it
+# with its full length stated.
+TRACE_VALUE_DISPLAY_CHARS = _int("TRACE_VALUE_DISPLAY_CHARS", default=2000, least=100)
+# The rule tester reads the newest traces whole until this much, and says how far back.
+RULE_TEST_MAX_BYTES = _int("RULE_TEST_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
+
 # --- Alerts: webhook and email deliveries ----------------------------------------
 # Webhook targets resolving to private, loopback or link-local addresses are refused at
 # connect time (SSRF), unless allowed everywhere or for the receivers listed here, each as
@@ -574,6 +587,10 @@ ACCOUNT_INVITATIONS_PER_HOUR = _int("ACCOUNT_INVITATIONS_PER_HOUR", default=30, 
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget
 # further traces are left out), which bounds a worker's memory whatever a team sends.
 WHATIF_MAX_SPANS = _int("WHATIF_MAX_SPANS", default=400_000, least=1000)
+# … and reads at most this much of them (counted as for TRACE_VIEW_MAX_BYTES: ordinary
+# spans weigh about 1.1 KiB, so the span budget binds first), so that heavy skeletons
+# cannot take a worker either.
+WHATIF_MAX_BYTES = _int("WHATIF_MAX_BYTES", default=512 * 1024 * 1024, least=1024 * 1024)
 # Runs one account (all the teams it created) may have waiting or running at once; more
 # are answered 429, so one account's questions never queue in front of everyone's.
 WHATIF_RUNS_PER_ACCOUNT = _int("WHATIF_RUNS_PER_ACCOUNT", default=2, least=1)

@@ -8,8 +8,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.error import URLError
 from urllib.parse import quote, urlencode
 from urllib.request import urlopen
 
@@ -104,25 +104,34 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class WebServer:
+    url: str
+    worker_pid: int  # the one gunicorn worker process, which serves every request
+
+
 @contextmanager
-def web_server(log_path: Path, *, env: dict[str, str] | None = None) -> Iterator[str]:
-    """gunicorn serving the app on the test database, as production runs it (one sync
-    worker, so that a request that would hang it shows); yields its base URL."""
-    port = free_port()
+def web_server(log_path: Path, *, env: dict[str, str] | None = None) -> Iterator[WebServer]:
+    """gunicorn serving the app from one synchronous worker (so that a request that would
+    hang it shows), against the test database, stopped after use; ``env`` adds
+    environment variables (settings) for it."""
+    url = f"http://127.0.0.1:{free_port()}"
     command = [
         sys.executable, "-m", "gunicorn", "budgets_site.wsgi", "--workers", "1",
-        "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5", "--timeout", "60",
+        "--bind", url.removeprefix("http://"), "--graceful-timeout", "5", "--timeout", "120",
     ]  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}"
-    with running(command, log_path=log_path, env=process_env(**(env or {}))):
-        if not wait_for(lambda: _answers(f"{base_url}/healthz"), timeout=30):
-            raise RuntimeError(f"gunicorn did not answer:\n{log_path.read_text()[-3000:]}")
-        yield base_url
+    with running(command, log_path=log_path, env=process_env(**(env or {}))) as proc:
+        if not wait_for(lambda: _answers(url) or proc.poll() is not None, timeout=60):
+            raise RuntimeError(f"gunicorn did not answer:\n{log_path.read_text()[-4000:]}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn stopped:\n{log_path.read_text()[-4000:]}")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        yield WebServer(url=url, worker_pid=int(children[0]))
 
 
 def _answers(url: str) -> bool:
     try:
-        with urlopen(url, timeout=2) as response:  # noqa: S310 - our own server, by URL we made
+        with urlopen(f"{url}/healthz", timeout=2) as response:  # noqa: S310 - our own server
             return bool(response.status == 200)
-    except (URLError, OSError):
+    except OSError:
         return False

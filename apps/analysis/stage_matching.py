@@ -207,6 +207,11 @@ class CompiledRule:
     def attribute_keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self._attributes)
 
+    @property
+    def compared_texts(self) -> tuple[tuple[str, str], ...]:
+        """(key, text) for each attribute condition; one that can never hold is left out."""
+        return tuple((key, text) for key, text in self._attributes if text is not None)
+
     def matches(self, span: Span) -> bool:
         if self._service and span.service != self._service:
             return False
@@ -250,6 +255,11 @@ class StageMatcher:
         self._keys = tuple(sorted({key for rule in self._rules for key in rule.attribute_keys}))
         # (event name, stage before the first token, stage after it) per span signature.
         self._cache: dict[tuple[str | None, ...], tuple[str, str | None, str | None]] = {}
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        """Every rule, in the order they are tried."""
+        return self._rules
 
     def match(self, span: Span) -> SpanMatch:
         """Give each part of the span to the first stage with a rule covering it.

@@ -31,6 +31,18 @@ def format_ms(value: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
+def format_size(size: int) -> str:
+    """Bytes for people: "812 bytes", "3.5 KiB", "16 MiB", "1.2 GiB"."""
+    if size < 1024:
+        return f"{size} byte{'' if size == 1 else 's'}"
+    value, unit = size / 1024, "KiB"
+    for larger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+
+
 def format_percent(fraction: float | None, digits: int = 0) -> str:
     if fraction is None:
         return "—"

@@ -11,4 +11,9 @@ urlpatterns = [
         name="api-traces-unmatched",
     ),
     path("traces/<str:trace_hex>/", traces.TraceDetailApi.as_view(), name="api-trace"),
+    path(
+        "traces/<str:trace_hex>/spans/<str:span_hex>/",
+        traces.TraceSpanApi.as_view(),
+        name="api-trace-span",
+    ),
 ]

@@ -35,6 +35,7 @@ from tests.conftest import TeamWorld
 from tests.dashboards.builders import build_explorer
 from tests.factories import make_pipeline, make_rule, make_stage
 from tests.fuzz.conftest import FUZZ
+from tests.traces import LLM
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.django_db(transaction=True)]
 
@@ -105,6 +106,7 @@ def _objects(known: Known, n: int) -> dict[str, str]:
         "channel_slug": channel.slug,
         "rule_slug": alert.slug,
         "trace_hex": known.trace_hex,
+        "span_hex": f"{LLM:016x}",
         "violation_id": str(open_violation.pk),
         "incident_id": str(incident.pk),
     }

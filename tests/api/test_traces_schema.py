@@ -8,7 +8,12 @@ from django.test import Client
 def test_the_traces_endpoints_are_documented_read_only(db: None) -> None:
     schema = yaml.safe_load(Client().get("/api/schema/").content)
     paths = schema["paths"]
-    for path in ("/api/v1/traces/", "/api/v1/traces/{trace_hex}/", "/api/v1/traces/unmatched/"):
+    for path in (
+        "/api/v1/traces/",
+        "/api/v1/traces/{trace_hex}/",
+        "/api/v1/traces/{trace_hex}/spans/{span_hex}/",
+        "/api/v1/traces/unmatched/",
+    ):
         assert set(paths[path]) == {"get"}, path
         assert {"bearerAuth": []} in paths[path]["get"]["security"]
         assert {"200", "400", "401", "404"} <= set(paths[path]["get"]["responses"])
@@ -17,6 +22,11 @@ def test_the_traces_endpoints_are_documented_read_only(db: None) -> None:
     components = schema["components"]["schemas"]
     assert {"TracePage", "TraceDetail", "TraceBreakdown", "UnmatchedTraffic"} <= set(components)
     assert "adds_up" in components["TraceBreakdown"]["properties"]
+    # A trace lists its spans without their attributes; one span gives them, cut.
+    assert "attributes" not in components["TraceSpan"]["properties"]
+    assert {"attributes", "attributes_cut", "events", "entries_truncated"} <= set(
+        components["TraceSpanContent"]["properties"]
+    )
 
 
 def test_schema_generation_has_no_warnings(db: None, tmp_path) -> None:

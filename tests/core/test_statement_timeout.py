@@ -49,8 +49,8 @@ def test_a_statement_past_the_timeout_answers_503_and_the_worker_serves_the_next
     _, token = api_token_create(user=owner, name="t")
     bearer = {"Authorization": f"Bearer {token}"}
     env = {"WEB_STATEMENT_TIMEOUT_S": str(TIMEOUT_S)}
-    with web_server(tmp_path / "web.log", env=env) as base:
-        url = f"{base}/api/v1/pipelines/?team=acme"
+    with web_server(tmp_path / "web.log", env=env) as server:
+        url = f"{server.url}/api/v1/pipelines/?team=acme"
         assert _get(url, bearer)[0] == 200
         with _pipelines_locked():
             started = time.monotonic()
@@ -74,8 +74,8 @@ def test_a_page_past_the_timeout_explains_itself(tmp_path: Path) -> None:
     browser.force_login(owner)  # a session stored in the database the server reads
     cookie = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
     env = {"WEB_STATEMENT_TIMEOUT_S": str(TIMEOUT_S)}
-    with web_server(tmp_path / "web.log", env=env) as base, _pipelines_locked():
-        status, headers, body = _get(f"{base}/teams/acme/pipelines/", cookie)
+    with web_server(tmp_path / "web.log", env=env) as server, _pipelines_locked():
+        status, headers, body = _get(f"{server.url}/teams/acme/pipelines/", cookie)
 
     assert status == 503
     assert headers["Retry-After"] == "30"

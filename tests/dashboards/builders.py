@@ -175,3 +175,36 @@ def retrieval_generation_traces(
             )
         )
     return traces
+
+
+# A trace whose tool span carries a long value, an array, a number and an event with
+# attributes; and a span of globex's whose id is in no trace of acme's.
+DETAILED, THEIRS_DETAILED = 0xD1, 0xD2
+TOOL, GLOBEX_SPAN = 0x50, 0x77
+LONG_CHARS = 6000
+
+
+@dataclass
+class Detailed:
+    world: TeamWorld
+    trace_hex: str
+    theirs_hex: str
+    long_value: str  # "00000 00001 …": any cut shows where it fell
+
+
+def build_detailed(world: TeamWorld) -> Detailed:
+    make_rag_pipeline(world.team)
+    t0 = now_ns() - HOUR
+    long_value = "".join(f"{i:05d} " for i in range(LONG_CHARS // 6))
+    tool = span(
+        TOOL, ROOT, t0 + 10 * MS, t0 + 40 * MS, name="tool.call", trace_id=DETAILED,
+        attributes={"tool.input": long_value, "tool.args": ["a", "b"], "tool.retries": 2},
+        events=[("retry", t0 + 20 * MS, {"reason": "timeout", "payload": long_value})],
+    )  # fmt: skip
+    ingest(world.team, [*rag_spans(DETAILED, t0), tool])
+    theirs = span(
+        GLOBEX_SPAN, None, t0, t0 + 5 * MS, name="GET /globex", kind="server",
+        attributes={"globex.note": "only globex may read this"}, trace_id=THEIRS_DETAILED,
+    )  # fmt: skip
+    ingest(world.other_team, [theirs])
+    return Detailed(world, hex_of(DETAILED), hex_of(THEIRS_DETAILED), long_value)

@@ -2,31 +2,32 @@
 
 The breakdown is computed from the stored spans with the pipeline's current stages
 and rules, so it shows what the trace would count for now; when the spans have
-aged out, the stage samples written at finalization stand in for it.
+aged out, or weigh more than ``TRACE_VIEW_MAX_BYTES`` as read (skeletons and the
+attributes the rules compare, see ``span_projection``), the stage samples written at
+finalization stand in for it.
 """
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
 
 from apps.analysis.attribution import ChargedSegment, attribute_trace
 from apps.analysis.critical_path import children_by_parent
 from apps.analysis.models import StageSample
 from apps.analysis.pipeline_routing import compile_pipeline
+from apps.analysis.span_projection import span_projection
 from apps.analysis.spans import Span, unique_spans
 from apps.analysis.stage_matching import SpanMatch, StageMatcher
-from apps.analysis.stored_spans import analysis_span
+from apps.analysis.stored_spans import spans_read
+from apps.core.figures import format_size
 from apps.core.isolation import failure_reason, is_transient
 from apps.core.time import NS_PER_MS, ns_to_ms
-from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import StatusCode, Trace
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.selectors import pipeline_with_stages
 
 MAX_WATERFALL_SPANS = 2000
-STORED_FIELDS = (
-    "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns", "attributes",
-    "events", "status", "status_message",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,6 @@ class WaterfallRow:
     status_message: str
     parts: tuple[SpanPart, ...]
     critical: tuple[ChargedSegment, ...]
-    raw_events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def span_id(self) -> str:
@@ -128,10 +128,6 @@ class TraceAnalysis:
         return {breakdown.stage.slug: breakdown.index for breakdown in self.stages}
 
 
-def _analysis_span(row: tuple[Any, ...]) -> Span:
-    return analysis_span(*row[:10])
-
-
 def _tree_order(by_id: dict[str, Span], root: Span) -> list[tuple[Span, int]]:
     """Depth-first from the root, children by start; spans the walk misses (parent cycles) last."""
     children = children_by_parent(by_id, root)
@@ -202,6 +198,13 @@ def _from_samples(trace: Trace, stages: list[Stage], *, failure: str = "") -> Tr
     )
 
 
+def _too_large(budget: int) -> str:
+    return (
+        f"its spans' names and rule attributes alone weigh more than {format_size(budget)}, "
+        "more than a page reads"
+    )
+
+
 def trace_analysis(*, trace: Trace, span_limit: int = MAX_WATERFALL_SPANS) -> TraceAnalysis:
     """The waterfall (at most ``span_limit`` rows), critical path and breakdown of one trace.
 
@@ -210,7 +213,10 @@ def trace_analysis(*, trace: Trace, span_limit: int = MAX_WATERFALL_SPANS) -> Tr
     """
     matcher, stages = _matcher(trace.pipeline)
     try:
-        return _from_spans(trace, matcher, stages, span_limit)
+        # In a savepoint of its own: after a statement that fails (a damaged row, a
+        # statement timeout) the stored figures are still read.
+        with transaction.atomic():
+            return _from_spans(trace, matcher, stages, span_limit)
     except Exception as exc:
         if is_transient(exc):
             raise
@@ -221,13 +227,17 @@ def _from_spans(
     trace: Trace, matcher: StageMatcher, stages: list[Stage], span_limit: int
 ) -> TraceAnalysis:
     pipeline = trace.pipeline
-    rows = StoredSpan.objects.filter(trace_pk=trace.pk, team_id=trace.team_id).values_list(
-        *STORED_FIELDS
-    )
-    stored = {bytes(row[0]).hex(): row for row in rows}
-    by_id = unique_spans(_analysis_span(row) for row in stored.values())
+    # Skeletons, and only the attributes and events the rules read: never a span's whole
+    # attributes, which may weigh a megabyte each.
+    budget = settings.TRACE_VIEW_MAX_BYTES
+    read = spans_read([trace], projection=span_projection(matcher.rules), max_bytes=budget)
+    if read.left_out_from is not None:
+        return _from_samples(trace, stages, failure=_too_large(budget))
+    by_id = unique_spans(read_span.span for read_span in read.spans)
     if not by_id:
         return _from_samples(trace, stages)
+    # The status of each span kept (a span stored twice keeps one copy).
+    stored = {r.span.span_id: r for r in read.spans if by_id[r.span.span_id] is r.span}
 
     attribution = attribute_trace(by_id.values(), matcher)
     root = by_id[attribution.root_span_id]
@@ -244,11 +254,10 @@ def _from_spans(
             WaterfallRow(
                 span=span,
                 depth=depth,
-                status=str(status_labels.get(row[9], "unset")),
-                status_message=row[10],
+                status=str(status_labels.get(row.status, "unset")),
+                status_message=row.status_message,
                 parts=_parts(span, matcher.match(span)),
                 critical=tuple(segments_by_span.get(span.span_id, ())),
-                raw_events=list(row[8] or ()),
             )
         )
     start = min(span.start_ns for span in by_id.values())

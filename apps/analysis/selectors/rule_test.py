@@ -1,22 +1,29 @@
-"""A span rule tried on recent traces before it is saved, with the matcher analysis uses."""
+"""A span rule tried on recent traces before it is saved, with the matcher analysis uses.
+
+It reads the newest traces whole, newest first, until ``SPAN_CAP`` spans or
+``RULE_TEST_MAX_BYTES`` of what it reads (span skeletons and the attributes the rules
+compare, never whole attributes), and says how far back that took it.
+"""
 
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from apps.analysis.pipeline_routing import compile_pipeline
+from apps.analysis.span_projection import span_projection
 from apps.analysis.stage_matching import CompiledRule, RuleSpec
-from apps.analysis.stored_spans import analysis_span
+from apps.analysis.stored_spans import spans_read
 from apps.core.time import NS_PER_MS
 from apps.ingest.models import ANALYZED_STATES, Trace
-from apps.ingest.models import Span as StoredSpan
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.selectors import pipeline_with_stages
 
 RECENT_TRACES = 200
 SPAN_CAP = 20_000
 EXAMPLES = 5
-SPAN_FIELDS = ("trace_pk", "span_id", "parent_span_id", "name", "service", "kind", "start_ns",
-               "end_ns", "attributes", "events", "status")  # fmt: skip
+# What ``spans_read`` needs of a trace besides its id.
+_TRACE_FIELDS = ("pk", "trace_id", "span_count", "first_span_start_ns", "last_span_start_ns")
 
 
 @dataclass
@@ -41,7 +48,11 @@ class RuleTest:
     # wins), by that stage's name.
     taken_earlier: Counter[str] = field(default_factory=Counter)
     kinds: dict[tuple[str, str, str], RuleExample] = field(default_factory=dict)
-    truncated: bool = False
+    bytes_read: int = 0
+    # Which budget stopped the test before RECENT_TRACES: "spans", "bytes" or "".
+    stopped_by: str = ""
+    span_cap: int = SPAN_CAP
+    byte_budget: int = 0
 
     @property
     def examples(self) -> list[RuleExample]:
@@ -59,25 +70,36 @@ def rule_test(*, pipeline: Pipeline, stage: Stage, spec: RuleSpec) -> RuleTest:
     The candidate rule is compiled as analysis compiles rules; the pipeline's saved
     rules decide which earlier stage would take a matched span first.
     """
-    result = RuleTest()
+    result = RuleTest(byte_budget=settings.RULE_TEST_MAX_BYTES)
     candidate = CompiledRule(stage.slug, spec)
     loaded = pipeline_with_stages(pipeline=pipeline)
     earlier = {s.slug: s.name for s in loaded.stages.all() if s.position < stage.position}
     matcher = compile_pipeline(loaded).matcher
-    traces = dict(
-        Trace.objects.filter(pipeline=pipeline, state__in=ANALYZED_STATES, start_ns__isnull=False)
-        .order_by("-start_ns", "-id")
-        .values_list("pk", "trace_id")[:RECENT_TRACES]
-    )
-    result.traces = len(traces)
-    rows = StoredSpan.objects.filter(trace_pk__in=list(traces)).values_list(*SPAN_FIELDS)
-    matched_traces: set[int] = set()
-    for trace_pk, *fields in rows[: SPAN_CAP + 1]:
-        if result.spans == SPAN_CAP:
-            result.truncated = True
+    recent = Trace.objects.filter(
+        pipeline=pipeline, state__in=ANALYZED_STATES, start_ns__isnull=False
+    ).order_by("-start_ns", "-id")
+    chosen: list[Trace] = []
+    spans = 0
+    for trace in recent.only(*_TRACE_FIELDS)[:RECENT_TRACES]:
+        if spans + trace.span_count > SPAN_CAP:
+            result.stopped_by = "spans"
             break
+        chosen.append(trace)
+        spans += trace.span_count
+    read = spans_read(
+        chosen,
+        projection=span_projection((*matcher.rules, candidate)),
+        max_bytes=result.byte_budget,
+    )
+    if read.left_out_from is not None:
+        result.stopped_by = "bytes"
+        chosen = chosen[: [t.pk for t in chosen].index(read.left_out_from)]
+    traces = {trace.pk: bytes(trace.trace_id).hex() for trace in chosen}
+    result.traces = len(traces)
+    result.bytes_read = read.bytes_read
+    matched_traces: set[int] = set()
+    for trace_pk, span, _, _ in read.spans:
         result.spans += 1
-        span = analysis_span(*fields)
         if not candidate.matches(span):
             continue
         result.matched_spans += 1
@@ -90,8 +112,7 @@ def rule_test(*, pipeline: Pipeline, stage: Stage, spec: RuleSpec) -> RuleTest:
             key = (span.name, span.service, span.kind)
             example = result.kinds.get(key)
             if example is None:
-                trace_hex = bytes(traces[trace_pk]).hex()
-                example = result.kinds[key] = RuleExample(trace_hex, *key)
+                example = result.kinds[key] = RuleExample(traces[trace_pk], *key)
             example.count += 1
             example.slowest_ms = max(example.slowest_ms, (span.stop_ns - span.start_ns) / NS_PER_MS)
     result.matched_traces = len(matched_traces)

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import template
 
-from apps.core.figures import format_ms, format_percent, stage_colour
+from apps.core.figures import format_ms, format_percent, format_size, stage_colour
 from apps.core.time import ns_to_datetime
 
 register = template.Library()
@@ -15,6 +15,12 @@ register = template.Library()
 def ms(value: float | None) -> str:
     """``{{ 1250|ms }}`` is "1.25 s"; ``{{ None|ms }}`` is "—"."""
     return format_ms(None if value is None else float(value))
+
+
+@register.filter
+def size(value: int) -> str:
+    """``{{ 2621440|size }}`` is "2.5 MiB"."""
+    return format_size(int(value))
 
 
 @register.filter

@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from apps.analysis.selectors import TraceAnalysis
-from apps.ingest.selectors import TraceSummary
+from apps.ingest.selectors import MAX_SHOWN_VALUES, ShownValue, SpanContent, TraceSummary
 
 
 class TraceSummaryOutput(serializers.Serializer):
@@ -47,15 +47,6 @@ class SpanPartOutput(serializers.Serializer):
         ref_name = "TraceSpanPart"
 
 
-class SpanEventOutput(serializers.Serializer):
-    name = serializers.CharField()
-    time_offset_ns = serializers.IntegerField()
-    attributes = serializers.DictField()
-
-    class Meta:
-        ref_name = "TraceSpanEvent"
-
-
 class SpanOutput(serializers.Serializer):
     span_id = serializers.CharField()
     parent_span_id = serializers.CharField(allow_null=True)
@@ -70,8 +61,6 @@ class SpanOutput(serializers.Serializer):
     duration_ns = serializers.IntegerField()
     critical_ns = serializers.IntegerField(help_text="Its own time on the critical path.")
     parts = SpanPartOutput(many=True, help_text="Split at the first token when a rule asks.")
-    attributes = serializers.DictField()
-    events = SpanEventOutput(many=True)
 
     class Meta:
         ref_name = "TraceSpan"
@@ -141,6 +130,42 @@ class TraceDetailOutput(TraceSummaryOutput):
 
     class Meta:
         ref_name = "TraceDetail"
+
+
+_CUT = (
+    "Key → characters of each value given cut: longer than `value_chars`, it is given as "
+    "its first `value_chars` characters (a string as it is, anything else as JSON text)."
+)
+
+
+class SpanEventOutput(serializers.Serializer):
+    name = serializers.CharField()
+    time_offset_ns = serializers.IntegerField(
+        allow_null=True, help_text="After the span's start; null: the stored time is no number."
+    )
+    attributes = serializers.DictField()
+    attributes_cut = serializers.DictField(child=serializers.IntegerField(), help_text=_CUT)
+
+    class Meta:
+        ref_name = "TraceSpanEvent"
+
+
+class SpanContentOutput(serializers.Serializer):
+    trace_id = serializers.CharField(help_text="32 hex digits.")
+    span_id = serializers.CharField(help_text="16 hex digits.")
+    attributes = serializers.DictField(help_text="As stored, each value up to `value_chars`.")
+    attributes_cut = serializers.DictField(child=serializers.IntegerField(), help_text=_CUT)
+    events = SpanEventOutput(many=True, help_text="In the order they were recorded.")
+    value_chars = serializers.IntegerField(help_text="Longest value given whole, in characters.")
+    entries = serializers.IntegerField(
+        help_text="Attributes, events and their attributes the span holds."
+    )
+    entries_truncated = serializers.BooleanField(
+        help_text=f"More than {MAX_SHOWN_VALUES} entries: the first ones are given."
+    )
+
+    class Meta:
+        ref_name = "TraceSpanContent"
 
 
 class SuggestedMatchOutput(serializers.Serializer):
@@ -216,15 +241,6 @@ def trace_detail_data(analysis: TraceAnalysis) -> dict[str, Any]:
                 }
                 for part in row.parts
             ],
-            "attributes": row.span.attributes,
-            "events": [
-                {
-                    "name": event.get("name", ""),
-                    "time_offset_ns": int(event.get("time_ns", zero)) - zero,
-                    "attributes": event.get("attributes") or {},
-                }
-                for event in row.raw_events
-            ],
         }
         for row in analysis.rows
     ]
@@ -269,4 +285,32 @@ def trace_detail_data(analysis: TraceAnalysis) -> dict[str, Any]:
             "critical_sum_ns": analysis.critical_sum_ns,
             "adds_up": analysis.adds_up,
         },
+    }
+
+
+def _values(values: list[ShownValue]) -> dict[str, Any]:
+    return {
+        "attributes": {value.key: value.value for value in values},
+        "attributes_cut": {value.key: value.length for value in values if value.cut},
+    }
+
+
+def span_content_data(*, trace_hex: str, span_hex: str, content: SpanContent) -> dict[str, Any]:
+    return {
+        "trace_id": trace_hex,
+        "span_id": span_hex,
+        **_values(content.attributes),
+        "events": [
+            {
+                "name": event.name,
+                "time_offset_ns": (
+                    None if event.time_ns is None else event.time_ns - content.start_ns
+                ),
+                **_values(event.attributes),
+            }
+            for event in content.events
+        ],
+        "value_chars": content.display_chars,
+        "entries": content.entries,
+        "entries_truncated": content.left_out > 0,
     }

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -12,21 +13,25 @@ from rest_framework.utils.urls import replace_query_param
 from apps.analysis.selectors import MAX_WATERFALL_SPANS, TraceAnalysis, trace_analysis
 from apps.core.api.views import ApiView
 from apps.dashboards.apis.serializers import (
+    SpanContentOutput,
     TraceDetailOutput,
     TracePageOutput,
     UnmatchedOutput,
+    span_content_data,
     summary_data,
     trace_detail_data,
 )
 from apps.ingest.access import trace_for_team
 from apps.ingest.selectors import (
     DEFAULT_WINDOW,
+    MAX_SHOWN_VALUES,
     UNMATCHED,
     WINDOWS,
     TraceCursor,
     TraceFilters,
     TraceStatus,
     pipeline_for_filter,
+    span_content,
     traces_page,
     unmatched_traffic_recent,
 )
@@ -38,6 +43,15 @@ MAX_DURATION_MS = 3_600_000
 
 def _query(name: str, kind: Any, description: str, **extra: Any) -> OpenApiParameter:
     return OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=description, **extra)
+
+
+TRACE_HEX = OpenApiParameter(
+    "trace_hex",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="The trace id: 32 hex digits, as in OTLP JSON.",
+    pattern="^[0-9a-fA-F]{32}$",
+)
 
 
 class TraceListApi(ApiView):
@@ -121,20 +135,15 @@ class TraceDetailApi(ApiView):
         summary="One trace: spans, critical path and stage breakdown",
         description=(
             f"At most {MAX_WATERFALL_SPANS} spans are listed (`spans_truncated`), in tree "
-            "order; the critical path and breakdown always cover every span. Per trace, "
-            "the stages' critical-path time plus untracked time equals the end-to-end "
-            "duration (`breakdown.adds_up`). Once the spans have aged out, the breakdown "
-            "comes from the stage samples written when the trace was finalized."
+            "order, without their attributes and events: one span's come from "
+            "`/api/v1/traces/{trace_hex}/spans/{span_hex}/`. The critical path and "
+            "breakdown always cover every span. Per trace, the stages' critical-path time "
+            "plus untracked time equals the end-to-end duration (`breakdown.adds_up`). "
+            "Once the spans have aged out, or when their names and rule attributes alone "
+            "weigh more than the server reads for one trace (`TRACE_VIEW_MAX_BYTES`), the "
+            "breakdown comes from the stage samples written when the trace was finalized."
         ),
-        parameters=[
-            OpenApiParameter(
-                "trace_hex",
-                OpenApiTypes.STR,
-                OpenApiParameter.PATH,
-                description="The trace id: 32 hex digits, as in OTLP JSON.",
-                pattern="^[0-9a-fA-F]{32}$",
-            )
-        ],
+        parameters=[TRACE_HEX],
         responses={200: TraceDetailOutput},
         tags=["traces"],
     )
@@ -143,6 +152,41 @@ class TraceDetailApi(ApiView):
         trace = trace_for_team(team=membership.team, trace_hex=trace_hex)
         analysis: TraceAnalysis = trace_analysis(trace=trace, span_limit=MAX_WATERFALL_SPANS)
         return Response(TraceDetailOutput(trace_detail_data(analysis)).data)
+
+
+class TraceSpanApi(ApiView):
+    @team_schema(
+        summary="One span's attributes and events",
+        description=(
+            "Each value is given whole up to `value_chars` characters "
+            "(`TRACE_VALUE_DISPLAY_CHARS`, 2000 by default), past that cut to them, with its "
+            f"length in `attributes_cut`; at most {MAX_SHOWN_VALUES} attributes, events and "
+            "event attributes are given (`entries_truncated`). A span id that is not in the "
+            "trace is a 404."
+        ),
+        parameters=[
+            TRACE_HEX,
+            OpenApiParameter(
+                "span_hex",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                description="The span id: 16 hex digits, as in OTLP JSON.",
+                pattern="^[0-9a-fA-F]{16}$",
+            ),
+        ],
+        responses={200: SpanContentOutput},
+        tags=["traces"],
+    )
+    def get(self, request: Request, trace_hex: str, span_hex: str) -> Response:
+        membership = membership_for_request(request)
+        trace = trace_for_team(team=membership.team, trace_hex=trace_hex)
+        content = span_content(trace=trace, span_hex=span_hex)
+        if content is None:
+            raise Http404("No such span in this trace.")
+        data = span_content_data(
+            trace_hex=trace_hex.lower(), span_hex=span_hex.lower(), content=content
+        )
+        return Response(SpanContentOutput(data).data)
 
 
 class UnmatchedTrafficApi(ApiView):

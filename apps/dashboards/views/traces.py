@@ -20,7 +20,7 @@ from apps.dashboards.views.filters import TraceFilterForm, WindowForm
 from apps.dashboards.views.waterfall import WaterfallAsk, ticks, waterfall_page
 from apps.ingest.access import trace_for_user
 from apps.ingest.models import TraceState
-from apps.ingest.selectors import TracePage, traces_page, unmatched_traffic_recent
+from apps.ingest.selectors import TracePage, span_content, traces_page, unmatched_traffic_recent
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
@@ -88,7 +88,9 @@ def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> Ht
         limit=MAX_WATERFALL_SPANS,
     )
     analysis = trace_analysis(trace=trace, span_limit=asked.to_analyze)
-    waterfall = waterfall_page(analysis, asked)
+    waterfall = waterfall_page(
+        analysis, asked, content=lambda span_hex: span_content(trace=trace, span_hex=span_hex)
+    )
     hex_id = bytes(trace.trace_id).hex()
     context = {
         "team": membership.team,

@@ -1,19 +1,17 @@
 """Geometry of the waterfall: every bar as CSS percentages of the trace's window.
 
 A trace can hold thousands of spans, so a row carries only what it draws, every string
-ready for the template; a span's fields and attributes are built for the one span whose
-details are open, and the rows come a page at a time.
+ready for the template; a span's fields and attributes are read for the one span whose
+details are open (``span_details``), and the rows come a page at a time.
 """
 
-from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from apps.analysis.selectors import SpanPart, TraceAnalysis, WaterfallRow
-from apps.analysis.spans import Span
-from apps.analysis.stage_matching import TIME_TO_FIRST_CHUNK, first_token_ns
 from apps.core.templatetags.figures import stage_class
 from apps.core.time import ns_to_ms
-from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
+from apps.dashboards.views.span_details import ContentLoader, SpanDetails, span_details
 
 TICKS = 5
 MAX_INDENT = 24  # deeper spans stop moving right, so their names stay readable
@@ -46,19 +44,6 @@ class BarRow(NamedTuple):
     # title on each of a root's dozens of segments would weigh more than the row.
     critical: tuple[str, ...]
     duration: str  # "12.5 ms"
-
-
-@dataclass(frozen=True)
-class SpanDetails:
-    """Everything about one span, for the details panel."""
-
-    row: WaterfallRow
-    duration_ms: float
-    critical_ms: float
-    offset_ms: float
-    # Not the dict: a template would read an attribute named "items" as the method.
-    attributes: list[tuple[str, Any, str]]  # key, value, why analysis ignores it ("")
-    dropped: list[str]  # what ingestion dropped from the span, as noted on it
 
 
 @dataclass(frozen=True)
@@ -151,9 +136,12 @@ class WaterfallAsk:
         return min(self.limit, (self.first or 0) + self.size)
 
 
-def waterfall_page(analysis: TraceAnalysis, asked: WaterfallAsk) -> WaterfallPage:
+def waterfall_page(
+    analysis: TraceAnalysis, asked: WaterfallAsk, *, content: ContentLoader
+) -> WaterfallPage:
     """``size`` rows from ``rows``, or else the page holding ``span``, or else the first;
-    ``analysis`` holds the rows up to the page's end (``asked.to_analyze``)."""
+    ``analysis`` holds the rows up to the page's end (``asked.to_analyze``), and
+    ``content`` reads the attributes and events of the span asked for."""
     size, limit = asked.size, asked.limit
     total = min(analysis.span_total, limit) if analysis.rows else 0
     found = _find_row(analysis, asked.span)
@@ -169,7 +157,11 @@ def waterfall_page(analysis: TraceAnalysis, asked: WaterfallAsk) -> WaterfallPag
         size=size,
         total=total,
         span_total=analysis.span_total,
-        span=span_details(analysis, found[1]) if found is not None else None,
+        span=(
+            span_details(analysis, found[1], content(found[1].span_id))
+            if found is not None
+            else None
+        ),
     )
 
 
@@ -221,38 +213,6 @@ def _bar(part: SpanPart, scale: Scale, colours: dict[str, int]) -> Bar:
         stage=part.stage or "",
         title=f"{_stage_label(part.stage)}: {ns_to_ms(part.end_ns - part.start_ns)} ms",
     )
-
-
-def span_details(analysis: TraceAnalysis, row: WaterfallRow) -> SpanDetails:
-    span = row.span
-    return SpanDetails(
-        row=row,
-        duration_ms=ns_to_ms(span.duration_ns),
-        critical_ms=ns_to_ms(row.critical_ns),
-        offset_ms=ns_to_ms(span.start_ns - analysis.root_start_ns),
-        attributes=_attribute_rows(span),
-        dropped=_dropped_notes(span),
-    )
-
-
-def _attribute_rows(span: Span) -> list[tuple[str, Any, str]]:
-    rows = []
-    for key, value in sorted(span.attributes.items()):
-        if key == DROPPED_ATTRIBUTES and _dropped_notes(span):
-            continue
-        ignored = ""
-        # Spans stored before ingestion checked this value may hold any number.
-        if key == TIME_TO_FIRST_CHUNK and first_token_ns(replace(span, events=())) is None:
-            ignored = "ignored: not a usable number of seconds"
-        rows.append((key, value, ignored))
-    return rows
-
-
-def _dropped_notes(span: Span) -> list[str]:
-    notes = span.attributes.get(DROPPED_ATTRIBUTES)
-    if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
-        return notes
-    return []
 
 
 def ticks(analysis: TraceAnalysis) -> list[Tick]:

@@ -1,5 +1,12 @@
-"""Reads for the trace explorer: trace pages and unmatched traffic."""
+"""Reads for the trace explorer: trace pages, one span's details and unmatched traffic."""
 
+from apps.ingest.selectors.span_details import (
+    MAX_SHOWN_VALUES,
+    ShownEvent,
+    ShownValue,
+    SpanContent,
+    span_content,
+)
 from apps.ingest.selectors.traces import (
     UNMATCHED,
     TraceCursor,
@@ -23,8 +30,12 @@ from apps.ingest.selectors.unmatched import (
 
 __all__ = [
     "DEFAULT_WINDOW",
+    "MAX_SHOWN_VALUES",
     "UNMATCHED",
     "WINDOWS",
+    "ShownEvent",
+    "ShownValue",
+    "SpanContent",
     "TraceCursor",
     "TraceFilters",
     "TracePage",
@@ -34,6 +45,7 @@ __all__ = [
     "UnmatchedSummary",
     "pipeline_for_filter",
     "root_span_glob",
+    "span_content",
     "traces_for_team",
     "traces_page",
     "unmatched_traffic",

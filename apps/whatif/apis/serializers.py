@@ -198,7 +198,20 @@ class _RunFields(serializers.Serializer):
     status = serializers.CharField(help_text="done")
     traces = serializers.IntegerField(help_text="Traces replayed.")
     traces_in_window = serializers.IntegerField()
-    left_out = serializers.IntegerField(help_text="Sampled traces past the span budget.")
+    left_out = serializers.IntegerField(
+        help_text="Sampled traces past the span or byte budget of one replay."
+    )
+    left_out_by = serializers.ChoiceField(
+        choices=["spans", "bytes", ""],
+        default="",
+        help_text="The budget that left traces out: WHATIF_MAX_SPANS or WHATIF_MAX_BYTES.",
+    )
+    spans = serializers.IntegerField(default=None, allow_null=True, help_text="Spans read.")
+    bytes_read = serializers.IntegerField(
+        default=None,
+        allow_null=True,
+        help_text="Bytes read: span skeletons and the attributes the rules compare.",
+    )
     window = _Bounds()
     percentile = serializers.ChoiceField(choices=PERCENTILE_NAMES)
 

@@ -75,6 +75,9 @@ def _sample_data(sample: TraceSample) -> dict[str, Any]:
         "traces": sample.traces,
         "traces_in_window": sample.in_window,
         "left_out": sample.left_out,
+        "left_out_by": sample.left_out_by,
+        "spans": sample.spans,
+        "bytes_read": sample.bytes_read,
         "window": {
             "from": to_datetime(sample.start).isoformat(),
             "to": to_datetime(sample.end).isoformat(),

@@ -13,8 +13,10 @@ from django.db.models.expressions import RawSQL
 
 from apps.analysis.critical_path import find_root
 from apps.analysis.pipeline_routing import compile_pipeline
+from apps.analysis.span_projection import span_projection
 from apps.analysis.spans import unique_spans
-from apps.analysis.stored_spans import spans_of_traces
+from apps.analysis.stage_matching import StageMatcher
+from apps.analysis.stored_spans import spans_read
 from apps.core.time import NS_PER_S
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.pipelines.models import Pipeline, Stage
@@ -24,8 +26,11 @@ from apps.whatif.replay import ReplayModel, replay_model
 
 DEFAULT_TRACES = 2000
 MAX_TRACES = 20_000
-# Spans loaded per batch of traces: a bounded piece of memory however large a trace is.
+# Spans, and bytes of them as read (see ``spans_read``), loaded per batch of traces: a
+# bounded piece of memory however large a trace is. A trace heavier than a batch may
+# hold ends the sample there, as the byte budget does.
 LOAD_BATCH_SPANS = 50_000
+LOAD_BATCH_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,10 @@ class TraceSample:
     start: int  # epoch seconds, the window asked for
     end: int
     in_window: int  # analyzed complete traces in the window
-    left_out: int  # sampled traces over the span budget of one replay
+    left_out: int  # sampled traces past the span or byte budget of one replay
+    left_out_by: str  # "spans" or "bytes": the budget that left them out; "" if none
+    spans: int  # spans read
+    bytes_read: int  # of span skeletons and the attributes the rules compare
     errors: int  # modelled traces with an error
     model: ReplayModel
 
@@ -60,9 +68,11 @@ def trace_sample(
 ) -> TraceSample:
     """Up to ``size`` traces of ``[start, end)`` (epoch seconds), modelled for replay.
 
-    A sample holds at most ``WHATIF_MAX_SPANS`` spans: past them, the sample's further
-    traces are left out (and counted), so one team's huge traces cannot take a worker's
-    memory; a trace is never cut in part.
+    A sample holds at most ``WHATIF_MAX_SPANS`` spans and reads at most
+    ``WHATIF_MAX_BYTES`` of them (skeletons and the attributes the rules compare, never
+    whole attributes): past either, the sample's further traces are left out (and
+    counted), so one team's huge traces cannot take a worker's memory; a trace is never
+    cut in part.
     """
     pipeline = pipeline_with_stages(pipeline=pipeline)
     stages = list(pipeline.stages.all())
@@ -83,44 +93,75 @@ def trace_sample(
             break
         kept.append(trace)
         total += trace.span_count
-    rows = ModelRows(stage_count=len(slugs))
-    index = stage_index(slugs)
-    matcher = compiled.matcher
-    errors = 0
-    for batch in _batches(kept):
-        spans = spans_of_traces(batch)
-        for trace in batch:
-            by_id = unique_spans(spans.get(trace.pk, []))
-            if not by_id:
-                continue
-            root = find_root(by_id)
-            matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
-            model_add_trace(
-                rows, key=trace.pk, by_id=by_id, root=root, matches=matches, stages=index
-            )
-            errors += trace.error
+    left_out_by = "spans" if len(kept) < len(chosen) else ""
+    reading = _Reading(ModelRows(stage_count=len(slugs)), settings.WHATIF_MAX_BYTES)
+    if not _read_all(kept, reading, compiled.matcher, stage_index(slugs)):
+        left_out_by = "bytes"
     return TraceSample(
         pipeline=pipeline,
         stages=stages,
         start=start,
         end=end,
         in_window=in_window,
-        left_out=len(chosen) - len(kept),
-        errors=errors,
-        model=replay_model(rows, slugs),
+        left_out=len(chosen) - reading.traces,
+        left_out_by=left_out_by,
+        spans=reading.spans,
+        bytes_read=settings.WHATIF_MAX_BYTES - reading.remaining,
+        errors=reading.errors,
+        model=replay_model(reading.rows, slugs),
     )
 
 
-def _batches(traces: list[Trace]) -> list[list[Trace]]:
-    batches: list[list[Trace]] = []
-    current: list[Trace] = []
+@dataclass
+class _Reading:
+    """What a sample has read and modelled so far."""
+
+    rows: ModelRows
+    remaining: int  # bytes the sample may still read
+    traces: int = 0
+    spans: int = 0
+    errors: int = 0  # modelled traces with an error
+
+
+def _read_all(
+    traces: list[Trace], reading: _Reading, matcher: StageMatcher, index: dict[str, int]
+) -> bool:
+    """Model ``traces`` in order, a batch at a time; False when the bytes stopped it."""
+    projection = span_projection(matcher.rules)
+    pending = traces
+    while pending:
+        batch = _next_batch(pending)
+        budget = min(reading.remaining, LOAD_BATCH_BYTES)
+        read = spans_read(batch, projection=projection, max_bytes=budget)
+        reading.remaining -= read.bytes_read
+        reading.spans += len(read.spans)
+        spans = read.by_trace()
+        done = 0
+        for trace in batch:
+            if trace.pk == read.left_out_from:
+                break
+            done += 1
+            by_id = unique_spans(spans.get(trace.pk, []))
+            if not by_id:
+                continue
+            root = find_root(by_id)
+            matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
+            model_add_trace(
+                reading.rows, key=trace.pk, by_id=by_id, root=root, matches=matches, stages=index
+            )
+            reading.errors += trace.error
+        reading.traces += done
+        if not done:
+            return False
+        pending = pending[done:]
+    return True
+
+
+def _next_batch(traces: list[Trace]) -> list[Trace]:
+    """The first traces, up to ``LOAD_BATCH_SPANS`` spans (at least one trace)."""
     spans = 0
-    for trace in traces:
-        if current and spans + trace.span_count > LOAD_BATCH_SPANS:
-            batches.append(current)
-            current, spans = [], 0
-        current.append(trace)
+    for count, trace in enumerate(traces):
         spans += trace.span_count
-    if current:
-        batches.append(current)
-    return batches
+        if count and spans > LOAD_BATCH_SPANS:
+            return traces[:count]
+    return traces
