@@ -121,6 +121,8 @@ def test_a_trace_past_its_time_budget_is_interrupted_and_quarantined(
     victims = chat_requests(world.team, first_id=1, count=20)
     pipeline, _ = rag_pipeline(world.other_team)
     make_rule(make_stage(pipeline, "tools", budget_ms=100), span_name="tool call *")
+    # Wider than a trace may be by default: its analysis must run past the time budget.
+    settings.INGEST_MAX_SPANS_PER_TRACE = 20_000  # type: ignore[attr-defined]
     slow = wide_trace(world.other_team, 3001, spans=20_000)
     go_quiet()
     settings.TRACE_ANALYSIS_TIME_BUDGET_S = 0.05  # type: ignore[attr-defined]
