@@ -8,24 +8,13 @@ clients their spans: callers admit the request and log a warning.
 import logging
 
 from django.core.cache import cache
-from redis.exceptions import RedisError
+
+from apps.core.cached import CACHE_ERRORS
+from apps.core.counters import counter_add
+
+__all__ = ["CACHE_ERRORS", "cache_unreachable", "counter_add", "counter_give_back"]
 
 logger = logging.getLogger(__name__)
-
-CACHE_ERRORS = (RedisError, OSError)
-
-
-def counter_add(key: str, amount: int, *, ttl_s: int) -> int:
-    """Add to a counter and return its new value; a new counter expires after ``ttl_s``."""
-    # add() creates the counter with its expiry only if it is absent (SET NX), and
-    # incr() is atomic, so concurrent requests in any process never lose a count.
-    for _ in range(2):
-        cache.add(key, 0, timeout=ttl_s)
-        try:
-            return cache.incr(key, amount)
-        except ValueError:  # expired between the two calls
-            continue
-    return cache.incr(key, amount)
 
 
 def counter_give_back(key: str, amount: int) -> None:

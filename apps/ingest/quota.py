@@ -61,7 +61,7 @@ def daily_bytes_consume(*, account_key: str, size: int, now: float) -> int:
     day = _day(now)
     key = _key(account_key, day)
     try:
-        if counter_add(key, size, ttl_s=_COUNTER_TTL_S) - size < quota:
+        if counter_add(key, amount=size, ttl_s=_COUNTER_TTL_S) - size < quota:
             return 0
         cache.decr(key, size)
         return _refused(account_key, day, now)

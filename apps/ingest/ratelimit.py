@@ -46,7 +46,7 @@ def rate_limit_consume(*, account_key: str, spans: int, now: float | None = None
     window = int(now // WINDOW_S)
     key = _key(account_key, window)
     try:
-        total = counter_add(key, spans, ttl_s=_COUNTER_TTL_S)
+        total = counter_add(key, amount=spans, ttl_s=_COUNTER_TTL_S)
         # A lone batch larger than a whole window's allowance would otherwise never pass.
         if total <= per_second * WINDOW_S or total == spans:
             return 0

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import TestCase
 
 from apps.ingest.models import Span, Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
@@ -43,6 +44,13 @@ def _heavy(span_id: int, parent: int | None = ROOT, *, size: int = MIB - 20_000)
     return span(span_id, parent, start, start + MS, name=f"llm call {span_id}", attributes=values)
 
 
+def drain() -> None:
+    """The workers' drain, and what it does once committed: it tells the door which
+    traces it found full (in the shared cache)."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        raw_batches_drain()
+
+
 def _stored_bytes(trace: Trace) -> int:
     """What a reader loads of the trace's spans: names, attributes and events as text."""
     with connection.cursor() as cursor:
@@ -69,7 +77,7 @@ def test_a_trace_of_64_spans_of_a_mebibyte_is_cut_at_its_byte_budget(
     # Three requests before the trace is stored: the door cannot know, the drain cuts.
     for first in (0, 8, 16):
         assert not _send(token, spans[first : first + 8]).HasField("partial_success")
-    raw_batches_drain()
+    drain()
 
     # The trace is known full now: the next requests are told, span by span.
     for first in range(24, 64, 8):
@@ -78,7 +86,7 @@ def test_a_trace_of_64_spans_of_a_mebibyte_is_cut_at_its_byte_budget(
         assert answer.partial_success.error_message == (
             "rejected 8 spans: trace at its byte limit (8)"
         )
-    raw_batches_drain()
+    drain()
 
     trace = Trace.objects.get(team=world.team)
     assert _stored_bytes(trace) <= 16 * MIB
@@ -101,7 +109,7 @@ def test_the_spans_one_request_would_carry_a_trace_past_its_budget_are_rejected(
     children = [_heavy(i, size=32_000) for i in range(2, 6)]
 
     answer = _send(token, [*children, _heavy(ROOT, None, size=32_000)])
-    raw_batches_drain()
+    drain()
 
     assert answer.partial_success.rejected_spans == 2
     assert "trace at its byte limit (2)" in answer.partial_success.error_message
@@ -117,10 +125,10 @@ def test_a_full_trace_still_takes_its_root_when_it_comes_last(world: TeamWorld, 
     settings.INGEST_MAX_TRACE_BYTES = 100_000
     token = ingest_token(world.team)
     _send(token, [_heavy(i, size=32_000) for i in range(2, 5)])
-    raw_batches_drain()
+    drain()
 
     answer = _send(token, [_heavy(5, size=32_000), _heavy(ROOT, None, size=32_000)])
-    raw_batches_drain()
+    drain()
 
     assert answer.partial_success.rejected_spans == 1  # span 5, not the root
     trace = Trace.objects.get(team=world.team)
@@ -136,7 +144,7 @@ def test_spans_past_the_span_limit_are_rejected_at_the_door_on_both_endpoints(
     settings.INGEST_MAX_SPANS_PER_TRACE = 3
     token = ingest_token(world.team)
     _send(token, [span(ROOT, None, T0, T0 + 100 * MS)] + [span(i, ROOT) for i in (2, 3)])
-    raw_batches_drain()
+    drain()
 
     otlp = _send(token, [span(i, ROOT) for i in (4, 5)])
     native = post(
@@ -161,7 +169,7 @@ def test_another_teams_trace_with_the_same_id_has_its_own_budget(
     settings.INGEST_MAX_SPANS_PER_TRACE = 2
     ours, theirs = ingest_token(world.team), ingest_token(world.other_team)
     _send(ours, [span(ROOT, None, T0, T0 + 100 * MS), span(2, ROOT)])
-    raw_batches_drain()
+    drain()
 
     answer = _send(theirs, [span(ROOT, None, T0, T0 + 100 * MS), span(2, ROOT)])
 
@@ -184,7 +192,7 @@ def test_a_drain_takes_the_root_then_the_earliest_spans_while_they_fit(
     _store(world.team, [_heavy(i, size=32_000) for i in (5, 4, 3, 2)])
     _store(world.team, [_heavy(ROOT, None, size=32_000)])
 
-    raw_batches_drain()
+    drain()
 
     trace = Trace.objects.get()
     stored = set(Span.objects.filter(trace_pk=trace.pk).values_list("span_id", flat=True))
@@ -197,7 +205,7 @@ def test_a_drain_takes_the_root_then_the_earliest_spans_while_they_fit(
 def test_compressible_attributes_are_counted_as_a_reader_holds_them(world: TeamWorld) -> None:
     _store(world.team, [_heavy(ROOT, None, size=320_000)])
 
-    raw_batches_drain()
+    drain()
 
     trace = Trace.objects.get()
     # Stored compressed, a few kilobytes; loaded, the whole 320 KB.
@@ -211,11 +219,11 @@ def test_spans_sent_again_to_a_full_trace_are_neither_refused_nor_counted_twice(
     settings.INGEST_MAX_SPANS_PER_TRACE = 3
     first = [span(ROOT, None, T0, T0 + 100 * MS), span(2, ROOT), span(3, ROOT)]
     _store(world.team, first)
-    raw_batches_drain()
+    drain()
     _store(world.team, first)  # an exporter's retry of a request that was committed
     _store(world.team, [span(4, ROOT)])
 
-    raw_batches_drain()
+    drain()
 
     trace = Trace.objects.get()
     assert (trace.span_count, trace.spans_dropped) == (3, 1)

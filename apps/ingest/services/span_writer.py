@@ -26,6 +26,7 @@ from apps.ingest.services.span_rows import (
     STAGING_COLUMNS,
     span_rows,
 )
+from apps.ingest.trace_fill import TraceFill, trace_fill_remember
 
 SPAN_COLUMNS = (
     "trace_pk", "span_id", "start_ns", "team_id", "trace_id", "parent_span_id", "name",
@@ -96,13 +97,14 @@ _CREATE_TRACES = f"""
         ON CONFLICT (team_id, trace_id) DO NOTHING
         RETURNING id, team_id, trace_id, span_count
     )
-    SELECT s.team_id, s.trace_id, s.spans, s.bytes, c.id, c.span_count
+    SELECT s.team_id, s.trace_id, s.spans, s.bytes, s.root IS NOT NULL, c.id, c.span_count
     FROM staged AS s LEFT JOIN created AS c ON c.team_id = s.team_id AND c.trace_id = s.trace_id
 """
 # Then the touched traces that were not written complete are locked in id order, for the
 # same reason; the ones this drain created are invisible to others until it commits.
 _LOCK_TRACES = f"""
-    SELECT t.id, t.team_id, t.trace_id, t.span_count, t.byte_count FROM ingest_trace AS t
+    SELECT t.id, t.team_id, t.trace_id, t.span_count, t.byte_count, t.root_span_id IS NOT NULL
+    FROM ingest_trace AS t
     WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
         AND t.id <> ALL(%(created)s::bigint[])
     ORDER BY t.id FOR UPDATE OF t
@@ -183,7 +185,8 @@ _INSERT_SPANS = f"""
         last_span_start_ns = GREATEST(t.last_span_start_ns, p.last_start)
     FROM per_trace AS p
     WHERE t.id = p.trace_pk AND t.id <> ALL(%(created)s::bigint[])
-    RETURNING p.new_spans
+    RETURNING p.new_spans, t.team_id, t.trace_id, t.id, t.span_count, t.byte_count,
+        t.root_span_id IS NOT NULL
 """
 
 
@@ -223,18 +226,22 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
         cursor.execute(_CREATE_TRACES, {"now": now, **limits})
         staged: dict[tuple[int, bytes], tuple[int, int]] = {}
         complete: dict[int, int] = {}  # traces created with all of their spans
-        for team_id, trace_id, spans, size, created_pk, created_spans in cursor.fetchall():
+        # What the drain leaves in each trace, for the request path (trace_fill).
+        fills: list[TraceFill] = []
+        for team_id, trace_id, spans, size, root, created_pk, created_spans in cursor.fetchall():
             if created_spans:
                 complete[created_pk] = created_spans
+                fills.append(TraceFill(team_id, bytes(trace_id), created_pk, spans, size, root))
             else:
                 staged[(team_id, bytes(trace_id))] = (spans, size)
         created_pks = array_literal(complete)
         cursor.execute(_LOCK_TRACES, {"created": created_pks})
-        tight = [
-            pk
-            for pk, team_id, trace_id, held_spans, held_bytes in cursor.fetchall()
-            if _over_limits(staged[(team_id, bytes(trace_id))], held_spans, held_bytes, limits)
-        ]
+        tight = []
+        for pk, team_id, trace_id, held_spans, held_bytes, root in cursor.fetchall():
+            if _over_limits(staged[(team_id, bytes(trace_id))], held_spans, held_bytes, limits):
+                tight.append(pk)
+                # Held at least this much; if it takes spans, the update below says more.
+                fills.append(TraceFill(team_id, bytes(trace_id), pk, held_spans, held_bytes, root))
         if tight:
             cursor.execute(_REFUSE_OVER_LIMITS, {"tight": array_literal(tight), **limits})
         # The staging rows meet their traces in a hash join. The planner cannot count the
@@ -242,8 +249,14 @@ def span_rows_store(payloads: list[bytes]) -> WriteResult:
         # a third of the statement's time.
         cursor.execute("SET LOCAL enable_mergejoin = off")
         cursor.execute(_INSERT_SPANS, {"now": now, "created": created_pks})
-        counts = [*complete.values(), *(row[0] for row in cursor.fetchall())]
+        updated = cursor.fetchall()
         cursor.execute("RESET enable_mergejoin")
+    counts = [*complete.values(), *(row[0] for row in updated)]
+    fills += [
+        TraceFill(team, bytes(trace), pk, spans, size, root)
+        for _, team, trace, pk, spans, size, root in updated
+    ]
+    trace_fill_remember(fills=fills)
     return WriteResult(spans_new=sum(counts), traces_touched=len(counts))
 
 

@@ -2,11 +2,13 @@
 
 The drain enforces ``INGEST_MAX_SPANS_PER_TRACE`` and ``INGEST_MAX_TRACE_BYTES``
 (``span_writer``): it sees every stored span. The request path tells the client: the
-spans of a trace already stored full, and those its own request would carry past a
-limit, are rejected in ``partial_success`` like any span over its budget, kept out of
-the batch, and counted on the trace when it is stored already. Spans are taken in the
-drain's order (the root first, then by start) and measured as their rows will be
-stored. Requests racing for one trace may each pass; the drain then cuts and counts.
+spans a trace has no room for, as far as the drain left word (``trace_fill``, in the
+shared cache), and those its own request would carry past a limit, are rejected in
+``partial_success`` like any span over its budget, kept out of the batch, and counted
+on the trace when it is stored already. Spans are taken in the drain's order (the root
+first, then by start) and measured as their rows will be stored. What the door misses
+(requests racing for one trace, a trace filled past a limit from below half of it by
+one request) the drain cuts and counts.
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from django.db.models import F
 from apps.ingest.decoding.limits import SpanReason
 from apps.ingest.decoding.records import DecodeResult, Rejections, SpanRecord
 from apps.ingest.models import Trace
+from apps.ingest.trace_fill import trace_fill_among
 
 
 @dataclass
@@ -31,7 +34,7 @@ class TraceCut:
 
 @dataclass(frozen=True)
 class _Held:
-    """What a trace holds already: nothing, for a trace not stored yet."""
+    """What a trace holds already, as far as the door knows."""
 
     pk: int | None = None
     spans: int = 0
@@ -42,11 +45,15 @@ class _Held:
 def trace_limits_apply(*, team_id: int, decoded: DecodeResult, rows: list[bytes]) -> TraceCut:
     """Reject the spans their traces have no room for; ``rows[i]`` is span ``i``'s row."""
     spans = decoded.spans
+    cut = TraceCut(decoded=decoded, rows=rows)
+    fills = trace_fill_among(team_id=team_id, trace_ids={span.trace_id for span in spans})
+    max_spans, max_bytes = settings.INGEST_MAX_SPANS_PER_TRACE, settings.INGEST_MAX_TRACE_BYTES
+    if not fills and len(spans) <= max_spans and sum(map(len, rows)) <= max_bytes:
+        return cut  # no trace near a limit, and the whole request fits in any one trace
     by_trace: dict[bytes, list[int]] = {}
     for index, span in enumerate(spans):
         by_trace.setdefault(span.trace_id, []).append(index)
-    stored = _held_by_trace(team_id, list(by_trace))
-    cut = TraceCut(decoded=decoded, rows=rows)
+    stored = {t: _Held(f.pk, f.spans, f.size, f.has_root) for t, f in fills.items()}
     rejections = Rejections()
     refused: list[int] = []
     for trace_id, indexes in by_trace.items():
@@ -98,16 +105,6 @@ def _over_limits(
 def _drain_order(span: SpanRecord) -> tuple[bool, bytes, int, bytes]:
     root = span.parent_span_id is None
     return (not root, span.span_id if root else b"", span.start_ns, span.span_id)
-
-
-def _held_by_trace(team_id: int, trace_ids: list[bytes]) -> dict[bytes, _Held]:
-    rows = Trace.objects.filter(team_id=team_id, trace_id__in=trace_ids).values_list(
-        "pk", "trace_id", "span_count", "byte_count", "root_span_id"
-    )
-    return {
-        bytes(trace_id): _Held(pk, spans, size, root is not None)
-        for pk, trace_id, spans, size, root in rows
-    }
 
 
 def trace_refusals_count(*, refused: dict[int, tuple[int, int]]) -> None:
