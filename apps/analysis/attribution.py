@@ -1,14 +1,17 @@
 """One trace's time per stage: wall time, span count, errors and critical-path time.
 
 Per trace, the stages' critical-path time plus the untracked critical-path time
-equals the root's duration exactly (integer nanoseconds).
+equals the root's duration exactly (integer nanoseconds). A span no rule takes
+counts in the stage of its nearest ancestor one did (``apps.analysis.stage_inheritance``),
+so "untracked" is the time under no stage span.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apps.analysis.critical_path import critical_path_from, find_root
+from apps.analysis.critical_path import children_by_parent, critical_path_from, find_root
 from apps.analysis.spans import Span, unique_spans
+from apps.analysis.stage_inheritance import inherited_matches
 from apps.analysis.stage_matching import SpanMatch, StageMatcher
 
 
@@ -46,6 +49,7 @@ class TraceAttribution:
     stages: dict[str, StageResult]  # in stage order, only stages that claimed a span part
     untracked_critical_ns: int
     segments: tuple[ChargedSegment, ...]
+    matches: dict[str, SpanMatch]  # per span id, after inheritance: its stage and why
 
 
 def union_ns(intervals: list[tuple[int, int]]) -> int:
@@ -79,8 +83,9 @@ def attribute_trace(spans: Iterable[Span], matcher: StageMatcher) -> TraceAttrib
 
 def attribute_spans(by_id: dict[str, Span], root: Span, matcher: StageMatcher) -> TraceAttribution:
     """``attribute_trace`` of spans already made unique (``unique_spans``), with their root."""
-    path = critical_path_from(by_id, root)
-    matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
+    children = children_by_parent(by_id, root)
+    path = critical_path_from(by_id, root, children)
+    matches = inherited_matches(by_id, root, matcher, children)
 
     intervals: dict[str, list[tuple[int, int]]] = {}
     counts: dict[str, int] = {}
@@ -123,4 +128,5 @@ def attribute_spans(by_id: dict[str, Span], root: Span, matcher: StageMatcher) -
         stages=stages,
         untracked_critical_ns=critical.get(None, 0),
         segments=tuple(segments),
+        matches=matches,
     )

@@ -129,9 +129,13 @@ def critical_path(spans: Iterable[Span]) -> CriticalPath:
     return critical_path_from(by_id, find_root(by_id))
 
 
-def critical_path_from(by_id: dict[str, Span], root: Span) -> CriticalPath:
-    """``critical_path`` of spans already made unique (``unique_spans``), with their root."""
-    children = children_by_parent(by_id, root)
+def critical_path_from(
+    by_id: dict[str, Span], root: Span, children: dict[str, list[Span]] | None = None
+) -> CriticalPath:
+    """``critical_path`` of spans already made unique (``unique_spans``), with their root;
+    ``children`` is ``children_by_parent``'s answer, when the caller has it already."""
+    if children is None:
+        children = children_by_parent(by_id, root)
     backwards: list[Segment] = []
     stack = [
         _Frame(

@@ -3,7 +3,12 @@
 from dataclasses import dataclass
 
 from apps.analysis.spans import Span
-from apps.analysis.stage_matching import StageMatcher, attribute_text, stage_specs_from_pipeline
+from apps.analysis.stage_matching import (
+    StageMatcher,
+    attribute_text,
+    no_stage_specs_from_pipeline,
+    stage_specs_from_pipeline,
+)
 from apps.pipelines.models import Pipeline
 from apps.pipelines.name_patterns import GLOB, NameTest, name_test
 
@@ -33,7 +38,7 @@ class CompiledPipeline:
 
 
 def compile_pipeline(pipeline: Pipeline) -> CompiledPipeline:
-    """Compile a pipeline whose stages and rules are prefetched."""
+    """Compile a pipeline loaded by ``with_rules``."""
     return CompiledPipeline(
         pipeline=pipeline,
         service=pipeline.match_service,
@@ -43,7 +48,9 @@ def compile_pipeline(pipeline: Pipeline) -> CompiledPipeline:
         attributes=tuple(
             (key, attribute_text(value)) for key, value in sorted(pipeline.match_attributes.items())
         ),
-        matcher=StageMatcher(stage_specs_from_pipeline(pipeline)),
+        matcher=StageMatcher(
+            stage_specs_from_pipeline(pipeline), no_stage_specs_from_pipeline(pipeline)
+        ),
         stage_ids={stage.slug: stage.id for stage in pipeline.stages.all()},
     )
 

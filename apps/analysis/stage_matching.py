@@ -20,6 +20,10 @@ Conditions of a rule, all of which must hold (an empty one matches everything):
 
 An LLM span splits at its first token into a part before it and a part after
 it; see ``first_token_ns`` and ``StageMatcher.match``.
+
+A pipeline's no-stage rules, tried after every stage's, mark a span that no stage
+rule takes as belonging to no stage on purpose: it stays untracked, and so do its
+descendants that no rule takes (``apps.analysis.stage_inheritance``).
 """
 
 from collections.abc import Iterable, Sequence
@@ -31,7 +35,7 @@ from apps.core.time import NS_PER_S
 from apps.pipelines.name_patterns import NameTest, name_test
 
 if TYPE_CHECKING:
-    from apps.pipelines.models import Pipeline
+    from apps.pipelines.models import Pipeline, SpanConditions
 
 GLOB = "glob"
 REGEX = "regex"
@@ -72,21 +76,29 @@ def stage_specs_from_pipeline(pipeline: "Pipeline") -> list[StageSpec]:
             slug=stage.slug,
             position=stage.position,
             rules=[
-                RuleSpec(
-                    span_name=rule.span_name,
-                    name_match=rule.name_match,
-                    attributes=dict(rule.attributes),
-                    span_kind=rule.span_kind,
-                    service=rule.service,
-                    portion=rule.portion,
-                    first_token_event=rule.first_token_event,
-                    position=rule.position,
-                )
+                _rule_spec(rule, portion=rule.portion, first_token_event=rule.first_token_event)
                 for rule in stage.rules.all()
             ],
         )
         for stage in pipeline.stages.all()
     ]
+
+
+def _rule_spec(rule: "SpanConditions", **extra: Any) -> RuleSpec:
+    return RuleSpec(
+        span_name=rule.span_name,
+        name_match=rule.name_match,
+        attributes=dict(rule.attributes),
+        span_kind=rule.span_kind,
+        service=rule.service,
+        position=rule.position,
+        **extra,
+    )
+
+
+def no_stage_specs_from_pipeline(pipeline: "Pipeline") -> list[RuleSpec]:
+    """The no-stage rules of a pipeline loaded by ``with_rules``."""
+    return [_rule_spec(rule) for rule in pipeline.no_stage_rules.all()]
 
 
 def attribute_text(value: Any) -> str | None:
@@ -154,16 +166,31 @@ def first_token_ns(span: Span, event_name: str = DEFAULT_FIRST_TOKEN_EVENT) -> i
 # builds several per span; instances are never changed after construction.
 @dataclass(slots=True)
 class SpanMatch:
-    """Which stage gets which part of a span.
+    """Which stage gets which part of a span, and why.
 
     With a known first token the span is ``[start, first_token)`` for
     ``before_stage`` and ``[first_token, stop)`` for ``after_stage``; without
     one it is a single part and both names hold its stage. None is untracked.
+
+    Why: ``rule`` is the index in ``StageMatcher.rules`` of the rule that took the
+    span (its first part, when the parts went to different rules); ``no_stage`` says
+    a no-stage rule took it; ``inherited_from`` names the ancestor whose stage a span
+    no rule took has inherited (``apps.analysis.stage_inheritance``).
     """
 
     first_token_ns: int | None
     before_stage: str | None
     after_stage: str | None
+    # Why, left out of equality: two matches are equal when they give the same parts to
+    # the same stages.
+    rule: int | None = field(default=None, compare=False)
+    no_stage: bool = field(default=False, compare=False)
+    inherited_from: str | None = field(default=None, compare=False)
+
+    @property
+    def decided(self) -> bool:
+        """A rule of the pipeline took this span (a stage rule or a no-stage rule)."""
+        return self.rule is not None
 
     def stage_at(self, time_ns: int) -> str | None:
         if self.first_token_ns is None or time_ns < self.first_token_ns:
@@ -190,7 +217,7 @@ class CompiledRule:
         "stage",
     )
 
-    def __init__(self, stage: str, spec: RuleSpec) -> None:
+    def __init__(self, stage: str | None, spec: RuleSpec) -> None:
         if spec.portion not in PORTIONS:
             raise ValueError(f"Unknown portion {spec.portion!r}.")
         self.stage = stage
@@ -239,27 +266,43 @@ def _name_test(pattern: str, name_match: str) -> NameTest | None:
     return name_test(pattern=pattern, kind=name_match)
 
 
-class StageMatcher:
-    """A pipeline's stages and rules, compiled once and reused for every span."""
+# What a span's signature decides: the first token's event name, the stages before
+# and after the first token, the deciding rule's index, and whether a no-stage rule took it.
+Decision = tuple[str, str | None, str | None, int | None, bool]
 
-    def __init__(self, stages: Iterable[StageSpec]) -> None:
+
+class StageMatcher:
+    """A pipeline's stages and rules, compiled once and reused for every span.
+
+    ``no_stage`` rules are tried after every stage rule; a span one of them takes
+    (and no stage rule does) is untracked on purpose, and its descendants do not
+    inherit any stage through it.
+    """
+
+    def __init__(self, stages: Iterable[StageSpec], no_stage: Iterable[RuleSpec] = ()) -> None:
         ordered = sorted(stages, key=lambda stage: stage.position)
         self.stage_slugs = tuple(stage.slug for stage in ordered)
         if len(set(self.stage_slugs)) != len(self.stage_slugs):
             raise ValueError("Stage slugs must be unique within a pipeline.")
-        self._rules = tuple(
+        stage_rules = tuple(
             CompiledRule(stage.slug, rule)
             for stage in ordered
             for rule in sorted(stage.rules, key=lambda rule: rule.position)
         )
+        self._no_stage_from = len(stage_rules)
+        self._rules = stage_rules + tuple(
+            CompiledRule(None, rule) for rule in sorted(no_stage, key=lambda rule: rule.position)
+        )
         self._keys = tuple(sorted({key for rule in self._rules for key in rule.attribute_keys}))
-        # (event name, stage before the first token, stage after it) per span signature.
-        self._cache: dict[tuple[str | None, ...], tuple[str, str | None, str | None]] = {}
+        self._cache: dict[tuple[str | None, ...], Decision] = {}
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
-        """Every rule, in the order they are tried."""
+        """Every rule, in the order they are tried: the stages' rules, then the no-stage rules."""
         return self._rules
+
+    def is_no_stage_rule(self, index: int) -> bool:
+        return index >= self._no_stage_from
 
     def match(self, span: Span) -> SpanMatch:
         """Give each part of the span to the first stage with a rule covering it.
@@ -273,13 +316,19 @@ class StageMatcher:
         The first token's event name comes from the first matching rule that
         splits (portion other than whole), else the default ``first_token``.
         """
-        event_name, before, after = self._decide(span)
+        event_name, before, after, rule, no_stage = self._decide(span)
+        if rule is None or no_stage:
+            return SpanMatch(None, None, None, rule, no_stage)
         token = first_token_ns(span, event_name)
         if token is None:
-            return SpanMatch(None, before, before)
-        return SpanMatch(token, before, after)
+            if before is None:
+                # Only after-first-token rules took it, and a span without a first token
+                # has no such part: no rule took it after all.
+                return SpanMatch(None, None, None)
+            return SpanMatch(None, before, before, rule)
+        return SpanMatch(token, before, after, rule)
 
-    def _decide(self, span: Span) -> tuple[str, str | None, str | None]:
+    def _decide(self, span: Span) -> Decision:
         # Spans of one kind repeat across traces with the same name, service and
         # rule-relevant attributes; remembering the decision keeps per-span work flat.
         attributes = span.attributes
@@ -293,14 +342,45 @@ class StageMatcher:
         if decision is None:
             if len(self._cache) >= MATCH_CACHE_SIZE:
                 self._cache.clear()
-            matched = [rule for rule in self._rules if rule.matches(span)]
-            decision = (
-                next(
-                    (rule.first_token_event for rule in matched if rule.portion != WHOLE),
-                    DEFAULT_FIRST_TOKEN_EVENT,
-                ),
-                next((rule.stage for rule in matched if rule.portion != AFTER_FIRST_TOKEN), None),
-                next((rule.stage for rule in matched if rule.portion != UNTIL_FIRST_TOKEN), None),
-            )
+            decision = self._decide_uncached(span)
             self._cache[signature] = decision
         return decision
+
+    def _decide_uncached(self, span: Span) -> Decision:
+        matched = [
+            (index, rule)
+            for index, rule in enumerate(self._rules[: self._no_stage_from])
+            if rule.matches(span)
+        ]
+        if not matched:
+            excluded = next(
+                (
+                    index
+                    for index, rule in enumerate(self._rules)
+                    if index >= self._no_stage_from and rule.matches(span)
+                ),
+                None,
+            )
+            return (DEFAULT_FIRST_TOKEN_EVENT, None, None, excluded, excluded is not None)
+        event = next(
+            (rule.first_token_event for _, rule in matched if rule.portion != WHOLE),
+            DEFAULT_FIRST_TOKEN_EVENT,
+        )
+        before = next(
+            ((index, rule.stage) for index, rule in matched if rule.portion != AFTER_FIRST_TOKEN),
+            None,
+        )
+        after = next(
+            ((index, rule.stage) for index, rule in matched if rule.portion != UNTIL_FIRST_TOKEN),
+            None,
+        )
+        # The rule of the first part; with only an after-first-token rule, that one.
+        deciding = before if before is not None else after
+        assert deciding is not None
+        return (
+            event,
+            None if before is None else before[1],
+            None if after is None else after[1],
+            deciding[0],
+            False,
+        )

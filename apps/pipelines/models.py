@@ -142,26 +142,25 @@ class Stage(TimeStampedModel):
         return {self.budget_percentile: self.budget_ms} if self.budget_ms else {}
 
 
-class SpanRule(TimeStampedModel):
-    """Maps spans to a stage. Every condition that is set must hold; empty ones match all."""
+class SpanConditions(TimeStampedModel):
+    """What a span must be for a rule to take it. Every condition set must hold; empty ones
+    match all."""
 
-    stage = models.ForeignKey(Stage, on_delete=models.CASCADE, related_name="rules")
     position = models.PositiveIntegerField(default=0)
     span_name = models.CharField(max_length=500, blank=True)
     name_match = models.CharField(max_length=5, choices=NameMatch.choices, default=NameMatch.GLOB)
     attributes = models.JSONField(default=dict, blank=True, encoder=AttributeJSONEncoder)
     span_kind = models.CharField(max_length=10, choices=SpanKind.choices, blank=True, default="")
     service = models.CharField(max_length=200, blank=True)
-    portion = models.CharField(max_length=20, choices=Portion.choices, default=Portion.WHOLE)
-    first_token_event = models.CharField(max_length=100, default="first_token")
 
     class Meta:
+        abstract = True
         ordering = ["position", "id"]
 
     def __str__(self) -> str:
         return self.describe()
 
-    def describe(self) -> str:
+    def condition_parts(self) -> list[str]:
         parts = []
         if self.span_name:
             op = "~" if self.name_match == NameMatch.REGEX else "="
@@ -171,6 +170,38 @@ class SpanRule(TimeStampedModel):
             parts.append(f"kind={self.span_kind}")
         if self.service:
             parts.append(f"service={self.service}")
+        return parts
+
+    def describe(self) -> str:
+        return ", ".join(self.condition_parts()) or "every span"
+
+
+class SpanRule(SpanConditions):
+    """Maps spans to a stage."""
+
+    stage = models.ForeignKey(Stage, on_delete=models.CASCADE, related_name="rules")
+    portion = models.CharField(max_length=20, choices=Portion.choices, default=Portion.WHOLE)
+    first_token_event = models.CharField(max_length=100, default="first_token")
+
+    class Meta(SpanConditions.Meta):
+        pass
+
+    def describe(self) -> str:
+        parts = self.condition_parts()
         if self.portion != Portion.WHOLE:
             parts.append(self.portion.replace("_", " "))
         return ", ".join(parts) or "every span"
+
+
+class NoStageRule(SpanConditions):
+    """Spans of a pipeline that belong to no stage on purpose, tried after every stage rule.
+
+    A span no rule takes counts in the stage of its nearest ancestor that one took; a
+    no-stage rule stops that: the span it takes, and its descendants no rule takes,
+    stay untracked (e.g. a background flush started inside a stage span).
+    """
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="no_stage_rules")
+
+    class Meta(SpanConditions.Meta):
+        pass

@@ -2,8 +2,22 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, QuerySet
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 from apps.teams.models import Team
+
+
+def with_rules(pipelines: QuerySet[Pipeline]) -> QuerySet[Pipeline]:
+    """The pipelines with what span matching reads loaded in order: stages, their rules,
+    and the no-stage rules (four queries for any number of pipelines)."""
+    return pipelines.prefetch_related(
+        Prefetch(
+            "stages",
+            queryset=Stage.objects.order_by("position", "id").prefetch_related(
+                Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
+            ),
+        ),
+        Prefetch("no_stage_rules", queryset=NoStageRule.objects.order_by("position", "id")),
+    )
 
 
 def pipelines_for_team(*, team: Team) -> QuerySet[Pipeline]:
@@ -11,15 +25,8 @@ def pipelines_for_team(*, team: Team) -> QuerySet[Pipeline]:
 
 
 def pipeline_with_stages(*, pipeline: Pipeline) -> Pipeline:
-    """The pipeline with its stages and their rules loaded in order, in three queries."""
-    return Pipeline.objects.prefetch_related(
-        Prefetch(
-            "stages",
-            queryset=Stage.objects.order_by("position", "id").prefetch_related(
-                Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
-            ),
-        )
-    ).get(pk=pipeline.pk)
+    """The pipeline with its stages, their rules and its no-stage rules loaded in order."""
+    return with_rules(Pipeline.objects.all()).get(pk=pipeline.pk)
 
 
 def stages_for_pipeline(*, pipeline: Pipeline) -> QuerySet[Stage]:

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from apps.analysis.critical_path import find_root
 from apps.analysis.spans import Span, unique_spans
+from apps.analysis.stage_inheritance import trace_matches
 from apps.analysis.stage_matching import RuleSpec, StageMatcher, StageSpec
 from apps.whatif.changes import Change
 from apps.whatif.dependency import ModelRows, model_add_trace, stage_index
@@ -35,7 +36,7 @@ def model_of(traces: Sequence[Sequence[Span]], matcher: StageMatcher) -> ReplayM
     for key, spans in enumerate(traces):
         by_id = unique_spans(spans)
         root = find_root(by_id)
-        matches = {span_id: matcher.match(s) for span_id, s in by_id.items()}
+        matches = trace_matches(by_id, root, matcher)
         model_add_trace(
             rows, key=key, by_id=by_id, root=root, matches=matches, stages=stage_index(slugs)
         )

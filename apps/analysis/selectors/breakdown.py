@@ -256,7 +256,7 @@ def _from_spans(
                 depth=depth,
                 status=str(status_labels.get(row.status, "unset")),
                 status_message=row.status_message,
-                parts=_parts(span, matcher.match(span)),
+                parts=_parts(span, attribution.matches[span.span_id]),
                 critical=tuple(segments_by_span.get(span.span_id, ())),
             )
         )

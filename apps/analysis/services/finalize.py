@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Prefetch, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.analysis.attribution import attribute_spans
@@ -43,7 +43,8 @@ from apps.core.quarantine import quarantine_record
 from apps.core.sql_arrays import array_literal
 from apps.core.transactions import commit_without_waiting
 from apps.ingest.models import Trace, TraceState
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import Pipeline
+from apps.pipelines.selectors import with_rules
 
 logger = logging.getLogger(__name__)
 
@@ -59,14 +60,7 @@ class FinalizeResult:
 
 def _routers(team_ids: set[int]) -> dict[int, PipelineRouter | Exception]:
     """Each team's compiled pipelines; a team whose rules fail to compile gets the error."""
-    pipelines = Pipeline.objects.filter(team_id__in=team_ids).prefetch_related(
-        Prefetch(
-            "stages",
-            queryset=Stage.objects.order_by("position", "id").prefetch_related(
-                Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
-            ),
-        )
-    )
+    pipelines = with_rules(Pipeline.objects.filter(team_id__in=team_ids))
     by_team: dict[int, list[Pipeline]] = defaultdict(list)
     for pipeline in pipelines:
         by_team[pipeline.team_id].append(pipeline)

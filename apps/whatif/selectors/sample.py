@@ -15,6 +15,7 @@ from apps.analysis.critical_path import find_root
 from apps.analysis.pipeline_routing import compile_pipeline
 from apps.analysis.span_projection import span_projection
 from apps.analysis.spans import unique_spans
+from apps.analysis.stage_inheritance import trace_matches
 from apps.analysis.stage_matching import StageMatcher
 from apps.analysis.stored_spans import spans_read
 from apps.core.time import NS_PER_S
@@ -145,7 +146,7 @@ def _read_all(
             if not by_id:
                 continue
             root = find_root(by_id)
-            matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
+            matches = trace_matches(by_id, root, matcher)
             model_add_trace(
                 reading.rows, key=trace.pk, by_id=by_id, root=root, matches=matches, stages=index
             )
