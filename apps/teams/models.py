@@ -207,6 +207,8 @@ class Invitation(TimeStampedModel):
 class EmailProof(models.TextChoices):
     LINK = "link", "a link mailed to it"
     INVITATION = "invitation", "an invitation mailed to it"
+    # The demo's own user: its address is the demo channel's, which nobody reads.
+    DEMO = "demo", "the demo's set-up"
 
 
 class EmailVerification(TimeStampedModel):

@@ -32,6 +32,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from apps.alerts.models import Channel
+from apps.alerts.selectors.recipients import channels_recipient_statuses
 from apps.ingest.models import RawBatch
 from apps.ingest.simulator import (
     CountingExporter,
@@ -531,6 +533,19 @@ def test_demo_setup_saves_a_private_ingest_token_and_reuses_it(
     assert path.read_text().strip() == raw
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert IngestToken.objects.filter(team=team).count() == 1
+
+
+def test_the_demo_channel_reaches_the_demo_user_without_a_confirmation(
+    db: None, settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    call_command("demo_setup", stdout=io.StringIO())
+    team = Team.objects.get(slug="demo")
+    channel = Channel.objects.get(team=team, slug="demo-mail")
+    statuses = channels_recipient_statuses(team=team, channels=[channel])[channel.pk]
+    assert [(s.address, s.receives, s.by_membership) for s in statuses] == [
+        ("demo@example.com", True, True)
+    ]
 
 
 def test_demo_setup_replaces_a_revoked_demo_token(db: None, settings: Any, tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.ingest.simulator.demo_token import demo_ingest_token_path
-from apps.teams.models import Membership, Role, Team
+from apps.teams.models import EmailProof, Membership, Role, Team
 from apps.teams.selectors import ingest_token_active_for_team
-from apps.teams.services import ingest_token_create
+from apps.teams.services import email_verification_record, ingest_token_create
 
 DEMO_FILE = Path(settings.BASE_DIR) / "demo" / "budgets.yaml"
 DEMO_USERNAME = "demo"
@@ -33,6 +33,9 @@ class Command(BaseCommand):
             user = user_model.objects.create_user(
                 username=DEMO_USERNAME, email="demo@example.com", password=DEMO_PASSWORD
             )
+        # Verified, so that the demo channel's address is a verified member's and the demo's
+        # alerts show as delivered in the log rather than waiting for a confirmation.
+        email_verification_record(user=user, proof=EmailProof.DEMO)
         call_command("budgets", "apply", str(DEMO_FILE), "--create-team", stdout=self.stdout)
         team = Team.objects.get(slug=DEMO_TEAM)
         Membership.objects.get_or_create(team=team, user=user, defaults={"role": Role.OWNER})
