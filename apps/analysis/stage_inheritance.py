@@ -37,22 +37,26 @@ def inherited_matches(
     children: dict[str, list[Span]],
 ) -> dict[str, SpanMatch]:
     """Each span's match after inheritance; ``children`` is ``children_by_parent``'s answer."""
-    own = {span_id: matcher.match(span) for span_id, span in by_id.items()}
-    effective = dict(own)
+    # Changed in place: a span's own match is read once, when its parent is walked, before
+    # anything replaces it; its parent's is read after, as inherited.
+    matches = {span_id: matcher.match(span) for span_id, span in by_id.items()}
     stack = [root.span_id]
     while stack:
         parent_id = stack.pop()
         kids = children.get(parent_id)
         if not kids:
             continue
-        parent = effective[parent_id]
+        parent = matches[parent_id]
         source = parent_id if parent.decided else parent.inherited_from
+        if source is None:
+            stack.extend(child.span_id for child in kids)
+            continue
         for child in kids:
             child_id = child.span_id
-            if not own[child_id].decided and source is not None:
-                effective[child_id] = _inherit(parent, child, source)
+            if not matches[child_id].decided:
+                matches[child_id] = _inherit(parent, child, source)
             stack.append(child_id)
-    return effective
+    return matches
 
 
 def _inherit(parent: SpanMatch, child: Span, source: str) -> SpanMatch:
