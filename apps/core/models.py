@@ -25,6 +25,9 @@ class QuarantineKind(models.TextChoices):
     TRACE = "trace", "trace"
     ROLLUP_BUCKET = "rollup_bucket", "rollup bucket"
     EVALUATION = "evaluation", "budget evaluation"
+    # Claims and strikes of recompute batches (``crash_guard``); a trace one of them sets
+    # aside is held as a trace.
+    RECOMPUTE = "recompute", "trace recompute"
 
 
 class QuarantinedItem(models.Model):
