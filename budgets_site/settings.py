@@ -277,6 +277,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets that share a field name ("status") with another's get names of their own.
+    "ENUM_NAME_OVERRIDES": {"RecomputeStatusEnum": "apps.analysis.models.RecomputeStatus"},
 }
 
 # --- Celery: Redis in production, kombu's filesystem transport by default -------

@@ -60,7 +60,10 @@ def recompute_pipeline(run_id: int) -> None:
         samples_committed.send(sender=recompute_step)
     if step.outcome == StepOutcome.MORE:
         recompute_schedule(run_id)
-    elif step.outcome == StepOutcome.WAIT:
+    elif step.outcome in (StepOutcome.WAIT, StepOutcome.BUSY):
+        # BUSY: another worker holds the run, and carries it on; or one that just died
+        # does, until the database ends its session. Looking again in a moment costs a
+        # message, and the step queued by whichever comes first serves both.
         recompute_schedule(run_id, countdown=RECOMPUTE_WAIT_S)
 
 

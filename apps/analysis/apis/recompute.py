@@ -137,6 +137,7 @@ class RecomputeStateApi(ApiView):
         responses={200: RecomputeStateOutput},
         tags=TAGS,
     )
+    @extend_schema(operation_id="v1_pipelines_recompute_state")
     def get(self, request: Request, pipeline_slug: str) -> Response:
         pipeline = pipeline_for_request(request, pipeline_slug)
         return Response(RecomputeStateOutput(_state(request, pipeline)).data)
@@ -166,7 +167,10 @@ class RecomputeStartApi(ApiView):
         write=True,
         tags=TAGS,
     )
-    @extend_schema(examples=[OpenApiExample("The last 6 hours", value={"hours": 6})])
+    @extend_schema(
+        operation_id="v1_pipelines_recompute_start",
+        examples=[OpenApiExample("The last 6 hours", value={"hours": 6})],
+    )
     def post(self, request: Request, pipeline_slug: str) -> Response:
         pipeline = pipeline_for_request(request, pipeline_slug, write=True)
         serializer = self.InputSerializer(data=request.data)
@@ -193,6 +197,7 @@ class RecomputeRunApi(ApiView):
         responses={200: RecomputeRunOutput},
         tags=TAGS,
     )
+    @extend_schema(operation_id="v1_pipelines_recompute_run")
     def get(self, request: Request, pipeline_slug: str, run_id: int) -> Response:
         pipeline = pipeline_for_request(request, pipeline_slug)
         run = recompute_for_pipeline(pipeline=pipeline, run_id=run_id)

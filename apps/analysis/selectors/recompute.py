@@ -75,7 +75,13 @@ def earlier_rules_until(*, pipeline: Pipeline) -> datetime | None:
 
 def figures_predate_rules(*, pipeline: Pipeline, start: int, end: int) -> datetime | None:
     """The time before which the range ``[start, end)`` (epoch seconds) holds traces
-    analysed with earlier rules, or None when it holds none."""
+    analysed with earlier rules, or None when it holds none.
+
+    A trace counts when it was analysed before the change, whatever its start: one
+    that arrived after the change, or was recomputed, is the current rules'. The scan
+    stops at the first such trace; the ones it passes on the way started before the
+    change and were analysed after it, which are few but for backfilled traffic.
+    """
     until = earlier_rules_until(pipeline=pipeline)
     if until is None or start * NS_PER_S >= datetime_to_ns(until):
         return None
@@ -84,5 +90,6 @@ def figures_predate_rules(*, pipeline: Pipeline, start: int, end: int) -> dateti
         pipeline=pipeline,
         start_ns__gte=start * NS_PER_S,
         start_ns__lt=min(end * NS_PER_S, datetime_to_ns(until)),
+        finalized_at__lt=pipeline.rules_changed_at,
     )
     return until if older.exists() else None

@@ -226,7 +226,10 @@ def recompute_step(*, run_id: int, time_budget_s: float = STEP_TIME_BUDGET_S) ->
                 _end(run, RecomputeStatus.FAILED, error=failure_reason(exc))
                 return StepResult(StepOutcome.FAILED, analysed)
             if batch is None:
-                _end(run, RecomputeStatus.FINISHED)
+                # Traces counted at the start that left the window's analysed traces
+                # since (new spans opened them again) were not reached: left to finalization.
+                run.refresh_from_db()
+                _end(run, RecomputeStatus.FINISHED, skipped=max(0, run.total - run.handled))
                 return StepResult(StepOutcome.FINISHED, analysed)
             analysed += batch
             try:
@@ -263,9 +266,12 @@ def _start(run: Recompute) -> None:
     run.refresh_from_db()
 
 
-def _end(run: Recompute, status: RecomputeStatus, *, error: str = "") -> None:
+def _end(run: Recompute, status: RecomputeStatus, *, error: str = "", skipped: int = 0) -> None:
     Recompute.objects.filter(pk=run.pk, status__in=RECOMPUTE_IN_FLIGHT).update(
-        status=status, finished_at=timezone.now(), error=error[:2000]
+        status=status,
+        finished_at=timezone.now(),
+        error=error[:2000],
+        skipped=F("skipped") + skipped,
     )
 
 
