@@ -608,9 +608,9 @@ WHATIF_MAX_ATTEMPTS = _int("WHATIF_MAX_ATTEMPTS", default=2, least=1)
 WHATIF_RESULT_TTL_S = _int("WHATIF_RESULT_TTL_S", default=86400, least=60)
 
 # --- Recompute: a pipeline's recent traces analysed again after its rules changed -----
-# (docs/pipelines.md, "Recomputing after a rule change"). How far back one recompute may
-# reach, in hours; the page offers 1, 3, 6, 12, 24, 48, 72 and 168 hours up to it. Only
-# stored spans can be analysed again, so it may not reach past SPAN_RETENTION_DAYS.
+# (docs/recompute.md). How far back one recompute may reach, in hours; the page offers
+# 1, 3, 6, 12, 24, 48, 72 and 168 hours up to it, and the cap itself. Only stored spans
+# can be analysed again, so it may not reach past SPAN_RETENTION_DAYS.
 RECOMPUTE_MAX_HOURS = _int("RECOMPUTE_MAX_HOURS", default=24, least=1)
 if RECOMPUTE_MAX_HOURS > SPAN_RETENTION_DAYS * 24:
     raise ImproperlyConfigured(

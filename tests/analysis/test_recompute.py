@@ -17,7 +17,7 @@ from apps.analysis.models import Recompute, RecomputeStatus
 from apps.analysis.selectors.recompute import earlier_rules_until, figures_predate_rules
 from apps.analysis.services import recompute as recompute_service
 from apps.analysis.services.recompute import StepOutcome, recompute_request, recompute_step
-from apps.core.models import CrashStrike, QuarantinedItem, QuarantineKind
+from apps.core.models import CrashStrike, PassKind, QuarantinedItem, QuarantineKind
 from apps.core.time import NS_PER_MS, NS_PER_S, align_down, align_up
 from apps.ingest.models import Trace, TraceState
 from apps.rollups.selectors import pipeline_percentiles
@@ -232,7 +232,7 @@ def test_a_trace_whose_batches_killed_their_workers_is_quarantined_and_the_rest_
     # What two dead batches holding it leave behind (crash_guard turns dead claims into
     # strikes; tests/core/test_crash_guard.py shows it with real sessions).
     CrashStrike.objects.create(
-        kind=QuarantineKind.RECOMPUTE, item_id=victim.pk, strikes=settings.PASS_CRASH_STRIKES
+        kind=PassKind.RECOMPUTE, item_id=victim.pk, strikes=settings.PASS_CRASH_STRIKES
     )
     run = recompute_request(pipeline=scene.chat.pipeline, hours=1, user=None).run
 

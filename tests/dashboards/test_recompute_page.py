@@ -13,6 +13,7 @@ from tests.analysis.recompute_data import (
     ChatPipeline,
     chat_pipeline,
     chat_traces,
+    rollups_settle,
     rules_b,
     send,
     stored_samples,
@@ -78,16 +79,31 @@ def text_of(html: str) -> str:
 def test_writers_get_the_form_and_viewers_the_progress(
     world: TeamWorld, chat: ChatPipeline, role: str, form: bool
 ) -> None:
-    recompute_request(pipeline=chat.pipeline, hours=3, user=world.owner)
+    client = client_for(getattr(world, role))
+    start_form = 'action="/teams/acme/dashboards/rag-chat/recompute/start/"'
+    idle = panel_of(client.get(PAGE).content.decode())
+    run = recompute_request(pipeline=chat.pipeline, hours=3, user=world.owner).run
 
-    panel = panel_of(client_for(getattr(world, role)).get(PAGE).content.decode())
+    running = panel_of(client.get(PAGE).content.decode())
+    recompute_step(run_id=run.pk)
+    rebuilding = panel_of(client.get(PAGE).content.decode())
+    rollups_settle()
+    finished = panel_of(client.get(PAGE).content.decode())
 
-    assert ('action="/teams/acme/dashboards/rag-chat/recompute/start/"' in panel) is form
-    assert ("Editors and owners can start a recompute" in panel) is not form
-    assert 'data-status="queued"' in panel
-    assert f'hx-get="{PANEL}"' in panel  # polls while it is in flight
-    assert "the last 3 hours" in text_of(panel)
-    assert "asked by olivia" in text_of(panel)
+    assert (start_form in idle, start_form in running, start_form in finished) == (
+        form, False, form,
+    )  # fmt: skip
+    assert ("Editors and owners can start a recompute" in idle) is not form
+    assert ("once this one has finished" in running) is form
+    assert 'data-status="queued"' in running
+    assert f'hx-get="{PANEL}"' in running  # polls while it is in flight
+    # Done with the traces, it polls on while the rollups of the window are rebuilt.
+    assert f'hx-get="{PANEL}"' in rebuilding
+    assert "still to rebuild" in text_of(rebuilding)
+    assert f'hx-get="{PANEL}"' not in finished
+    assert "the last 3 hours" in text_of(running)
+    assert "asked by olivia" in text_of(running)
+    assert "6 of 6 traces" in text_of(finished)
 
 
 def test_an_editor_starts_one_and_the_panel_follows_it_to_the_end(

@@ -146,6 +146,10 @@ def test_the_stage_editor_pages_record_rule_changes(world: TeamWorld, rag: tuple
         response = client.post(url, body, headers=HTMX)
         assert response.status_code == 200, url
         assert just_now(pipeline), url
+        # The editor says so where the change was made, and where to recompute.
+        html = response.content.decode()
+        assert 'data-role="rules-changed"' in html
+        assert 'href="/teams/acme/dashboards/rag-chat/#recompute"' in html
 
 
 def test_the_rest_api_records_rule_changes(api: ApiWorld) -> None:  # noqa: F811

@@ -35,7 +35,7 @@ ABOUT = (
     "stage samples are replaced and the rollups of the window rebuilt, so percentiles, "
     "critical-path shares and the fit check follow. Violations and alerts of past "
     "evaluation windows are not rewritten. One recompute per account is queued or running "
-    'at a time. See docs/pipelines.md, "Recomputing after a rule change".'
+    "at a time. See docs/recompute.md."
 )
 
 

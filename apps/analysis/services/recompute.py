@@ -55,7 +55,7 @@ from apps.core.crash_guard import (
     within_budget,
 )
 from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
-from apps.core.models import QuarantineKind
+from apps.core.models import PassKind
 from apps.core.session_lock import RECOMPUTE_LOCKS, session_lock
 from apps.core.time import datetime_to_ns
 from apps.ingest.models import ANALYZED_STATES, Trace
@@ -65,7 +65,7 @@ from apps.teams.accounts import account_lock, account_teams
 
 logger = logging.getLogger(__name__)
 
-KIND = QuarantineKind.RECOMPUTE
+KIND = PassKind.RECOMPUTE
 HOURS_OFFERED = (1, 3, 6, 12, 24, 48, 72, 168)
 # Traces one batch looks at, before the span and byte budgets of analysis passes.
 BATCH_TRACES = 2000

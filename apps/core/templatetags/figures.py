@@ -48,14 +48,16 @@ def ns_datetime(ns: int | None) -> datetime | None:
 
 
 @register.filter
-def utc_moment(moment: datetime | None) -> str:
-    """A moment of today as "14:02 UTC", of another day as "2026-12-04 14:02 UTC"."""
+def utc_moment(moment: datetime | None, precision: str = "") -> str:
+    """A moment of today as "14:02 UTC", of another day as "2026-12-04 14:02 UTC";
+    ``utc_moment:"seconds"`` adds the seconds ("14:02:37 UTC")."""
     if moment is None:
         return "—"
     moment = moment.astimezone(UTC)
+    time = f"{moment:%H:%M:%S}" if precision == "seconds" else f"{moment:%H:%M}"
     if moment.date() == timezone.now().astimezone(UTC).date():
-        return f"{moment:%H:%M} UTC"
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
+        return f"{time} UTC"
+    return f"{moment:%Y-%m-%d} {time} UTC"
 
 
 @register.filter
