@@ -277,6 +277,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets that share a field name ("status") with another's get names of their own.
+    "ENUM_NAME_OVERRIDES": {"RecomputeStatusEnum": "apps.analysis.models.RecomputeStatus"},
 }
 
 # --- Celery: Redis in production, kombu's filesystem transport by default -------
@@ -334,6 +336,8 @@ CELERY_TASK_ROUTES = {
     "apps.alerts.*": {"queue": "alerts"},
     # Replays take a second or two each: never in front of ingestion, rollups or alerts.
     "apps.whatif.*": {"queue": "whatif"},
+    # So do the steps of a recompute, which analyse stored traces again in batches.
+    "apps.analysis.tasks.recompute_pipeline": {"queue": "whatif"},
     "apps.core.*": {"queue": "rollup"},
 }
 CELERY_BEAT_SCHEDULE = {
@@ -357,6 +361,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
     },
     "whatif-expire": {"task": "apps.whatif.tasks.expire_whatif_runs", "schedule": 3600.0},
+    # Safety net: a recompute whose worker died, or whose next step was lost, goes on.
+    "recomputes-resume": {"task": "apps.analysis.tasks.resume_recomputes", "schedule": 30.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -600,6 +606,18 @@ WHATIF_RUN_TIMEOUT_S = _int("WHATIF_RUN_TIMEOUT_S", default=120, least=10)
 WHATIF_MAX_ATTEMPTS = _int("WHATIF_MAX_ATTEMPTS", default=2, least=1)
 # Answers are kept and reused for the same question for this long.
 WHATIF_RESULT_TTL_S = _int("WHATIF_RESULT_TTL_S", default=86400, least=60)
+
+# --- Recompute: a pipeline's recent traces analysed again after its rules changed -----
+# (docs/recompute.md). How far back one recompute may reach, in hours; the page offers
+# 1, 3, 6, 12, 24, 48, 72 and 168 hours up to it, and the cap itself. Only stored spans
+# can be analysed again, so it may not reach past SPAN_RETENTION_DAYS.
+RECOMPUTE_MAX_HOURS = _int("RECOMPUTE_MAX_HOURS", default=24, least=1)
+if RECOMPUTE_MAX_HOURS > SPAN_RETENTION_DAYS * 24:
+    raise ImproperlyConfigured(
+        f"RECOMPUTE_MAX_HOURS ({RECOMPUTE_MAX_HOURS}) reaches past the spans kept "
+        f"(SPAN_RETENTION_DAYS={SPAN_RETENTION_DAYS}, {SPAN_RETENTION_DAYS * 24} hours): "
+        "traces whose spans are gone cannot be recomputed."
+    )
 
 # --- Settings renamed or removed ----------------------------------------------------
 # A deployment still setting one is stopped with what to set instead, rather than left

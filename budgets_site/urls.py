@@ -21,6 +21,7 @@ urlpatterns = [
     path("alerts/recipients/", include("apps.alerts.recipient_urls")),
     path("", include("apps.ingest.urls")),
     path("api/v1/", include("apps.pipelines.api_urls")),
+    path("api/v1/", include("apps.analysis.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
     path("api/v1/", include("apps.rollups.api_urls")),
     path("api/v1/", include("apps.dashboards.api_urls")),

@@ -53,11 +53,12 @@ def celery_worker(
     *,
     beat: bool = False,
     env: dict[str, str] | None = None,
-) -> Iterator[None]:
+) -> Iterator[subprocess.Popen[bytes]]:
     """A real ``celery worker`` process consuming our queues, stopped gracefully after use.
 
     With ``beat`` it also runs the periodic schedule (``-B``), keeping its state file
     next to the log; ``env`` adds environment variables (settings) for that process.
+    Yields the main process (``pool_children`` finds the processes that run the tasks).
     """
     command = [
         sys.executable, "-m", "celery", "-A", "budgets_site", "worker",
@@ -66,8 +67,14 @@ def celery_worker(
     ]  # fmt: skip
     if beat:
         command += ["-B", "--schedule", str(log_path.with_suffix(".beat-schedule"))]
-    with running(command, log_path=log_path, env=process_env(**(env or {}))):
-        yield
+    with running(command, log_path=log_path, env=process_env(**(env or {}))) as proc:
+        yield proc
+
+
+def pool_children(pid: int) -> list[int]:
+    """The processes ``pid`` started: a celery worker's pool, which runs its tasks."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in children.read_text().split()] if children.exists() else []
 
 
 @contextmanager

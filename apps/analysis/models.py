@@ -60,3 +60,79 @@ class DirtyBucket(models.Model):
 
     def __str__(self) -> str:
         return f"dirty p{self.pipeline_id} {self.resolution}s@{self.bucket_start}"
+
+
+class RecomputeStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    FINISHED = "finished", "finished"
+    FAILED = "failed", "failed"
+
+
+RECOMPUTE_IN_FLIGHT = (RecomputeStatus.QUEUED, RecomputeStatus.RUNNING)
+
+
+class Recompute(models.Model):
+    """A pipeline's traces of the last ``hours`` analysed again with the rules of now.
+
+    Asked for by a writer after changing the rules; worked through by a worker in
+    batches, in the order of (trace start, trace id). Each batch commits the traces'
+    new samples, their dirty rollup buckets, the counts below and the position reached
+    (``cursor_*``) together, so a worker that dies mid-batch leaves the last batch to
+    redo: nothing is counted twice. One per account is queued or running at a time.
+    """
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="+")
+    pipeline = models.ForeignKey(
+        "pipelines.Pipeline", on_delete=models.CASCADE, related_name="recomputes"
+    )
+    requested_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    hours = models.PositiveSmallIntegerField(help_text="How far back, as asked.")
+    # Trace starts in [window_start, window_end): the start is later than asked when
+    # the spans of the hours asked for are no longer stored.
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    status = models.CharField(
+        max_length=10, choices=RecomputeStatus.choices, default=RecomputeStatus.QUEUED
+    )
+    total = models.PositiveIntegerField(default=0, help_text="Traces in the window at the start.")
+    done = models.PositiveIntegerField(default=0, help_text="Traces analysed again.")
+    skipped = models.PositiveIntegerField(
+        default=0, help_text="Traces that got new spans meanwhile: finalization analyses them."
+    )
+    expired = models.PositiveIntegerField(
+        default=0, help_text="Traces left as they were: their spans are no longer stored."
+    )
+    failed = models.PositiveIntegerField(default=0, help_text="Traces set aside (quarantined).")
+    cursor_start_ns = models.BigIntegerField(null=True, blank=True)
+    cursor_trace_pk = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Last batch committed (or start): a run in flight without progress for a while is
+    # handed to a worker again.
+    progressed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["team"],
+                name="recompute_in_flight",
+                condition=models.Q(status__in=RECOMPUTE_IN_FLIGHT),
+            ),
+            models.Index(fields=["pipeline", "-created_at"], name="recompute_pipeline_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"recompute {self.pk} of p{self.pipeline_id}: {self.status}"
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in RECOMPUTE_IN_FLIGHT
+
+    @property
+    def handled(self) -> int:
+        return self.done + self.skipped + self.expired + self.failed

@@ -27,6 +27,17 @@ class QuarantineKind(models.TextChoices):
     EVALUATION = "evaluation", "budget evaluation"
 
 
+class PassKind(models.TextChoices):
+    """The passes whose claims and strikes ``crash_guard`` keeps: one per quarantine kind,
+    and recomputes, whose traces are held as traces when set aside."""
+
+    RAW_BATCH = QuarantineKind.RAW_BATCH.value, QuarantineKind.RAW_BATCH.label
+    TRACE = QuarantineKind.TRACE.value, QuarantineKind.TRACE.label
+    ROLLUP_BUCKET = QuarantineKind.ROLLUP_BUCKET.value, QuarantineKind.ROLLUP_BUCKET.label
+    EVALUATION = QuarantineKind.EVALUATION.value, QuarantineKind.EVALUATION.label
+    RECOMPUTE = "recompute", "trace recompute"
+
+
 class QuarantinedItem(models.Model):
     """An item a shared pass set aside (see ``apps.core.quarantine``).
 
@@ -69,7 +80,7 @@ class PassClaim(models.Model):
     then gone.
     """
 
-    kind = models.CharField(max_length=20, choices=QuarantineKind.choices)
+    kind = models.CharField(max_length=20, choices=PassKind.choices)
     item_ids = ArrayField(models.BigIntegerField())
     backend_pid = models.IntegerField()
     backend_start = models.DateTimeField(null=True)
@@ -82,7 +93,7 @@ class PassClaim(models.Model):
 class CrashStrike(models.Model):
     """How often a pass holding this item died without finishing."""
 
-    kind = models.CharField(max_length=20, choices=QuarantineKind.choices)
+    kind = models.CharField(max_length=20, choices=PassKind.choices)
     item_id = models.BigIntegerField()
     strikes = models.PositiveSmallIntegerField(default=1)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.dashboards.views import dashboards, details, whatif
+from apps.dashboards.views import dashboards, details, recompute, whatif
 
 app_name = "dashboards"
 
@@ -8,6 +8,12 @@ urlpatterns = [
     path("", dashboards.team_home, name="team_home"),
     path("<slug:pipeline_slug>/", dashboards.pipeline_dashboard, name="pipeline"),
     path("<slug:pipeline_slug>/fit/", details.fit_check, name="fit"),
+    path("<slug:pipeline_slug>/recompute/", recompute.recompute_panel, name="recompute"),
+    path(
+        "<slug:pipeline_slug>/recompute/start/",
+        recompute.recompute_start,
+        name="recompute_start",
+    ),
     path("<slug:pipeline_slug>/whatif/", whatif.whatif_page_view, name="whatif"),
     path("<slug:pipeline_slug>/whatif/save/", whatif.whatif_save, name="whatif_save"),
     path(

@@ -84,6 +84,12 @@ class Pipeline(TimeStampedModel):
         default=3, validators=[MinValueValidator(1), MaxValueValidator(360)]
     )
 
+    # When the configuration that decides its traces' stage samples last changed (root
+    # match, stage order, span rules): figures of traces analysed before it were computed
+    # with the earlier rules until they are recomputed. Empty: not changed since it was
+    # made, or not since this was recorded.
+    rules_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["team", "slug"], name="pipeline_unique_team_slug"),

@@ -1,3 +1,4 @@
+import json
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -6,7 +7,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
+from apps.pipelines.attribute_json import AttributeJSONEncoder
 from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stage
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
@@ -39,6 +42,20 @@ RULE_FIELDS = (
     "portion",
     "first_token_event",
 )
+# The pipeline's fields that decide which traces are its own.
+ROUTING_FIELDS = ("match_service", "match_root_span", "match_attributes")
+
+
+def _rules_changed(pipeline_id: int) -> None:
+    """Record that the pipeline's traces would now be analysed differently: its figures
+    computed before now used the earlier rules (its pages say so until recomputed)."""
+    Pipeline.objects.filter(pk=pipeline_id).update(rules_changed_at=timezone.now())
+
+
+def _compared(instance: Pipeline | Stage | SpanRule, fields: tuple[str, ...]) -> str:
+    # As text: 1, 1.0 and true compare equal in Python but are different rule values.
+    values = {field: getattr(instance, field) for field in fields}
+    return json.dumps(values, sort_keys=True, cls=AttributeJSONEncoder, default=str)
 
 
 def _pipeline_validate(pipeline: Pipeline) -> None:
@@ -136,12 +153,24 @@ def pipeline_update(
     if unknown:
         raise TypeError(f"Unknown pipeline fields: {sorted(unknown)}")
     _normalise_objective(fields)
+    routing = _compared(pipeline, ROUTING_FIELDS)
     for field, value in fields.items():
         setattr(pipeline, field, value)
     _apply_budget(pipeline, budget)
     _pipeline_validate(pipeline)
-    pipeline.save()
+    # Every field but the time of the last rule change, which this copy may hold from
+    # before a change made since it was read.
+    pipeline.save(update_fields=_UPDATED_FIELDS)
+    if _compared(pipeline, ROUTING_FIELDS) != routing:
+        _rules_changed(pipeline.pk)
     return pipeline
+
+
+_UPDATED_FIELDS = [
+    field.name
+    for field in Pipeline._meta.concrete_fields
+    if not field.primary_key and field.name not in ("rules_changed_at", "created_at")
+]
 
 
 def pipeline_delete(*, pipeline: Pipeline) -> None:
@@ -194,16 +223,21 @@ def stage_update(*, stage: Stage, **fields: Any) -> Stage:
     unknown = set(fields) - set(STAGE_FIELDS) - {"position"}
     if unknown:
         raise TypeError(f"Unknown stage fields: {sorted(unknown)}")
+    moved = "position" in fields and fields["position"] != stage.position
     for field, value in fields.items():
         setattr(stage, field, value)
     _stage_validate(stage)
     stage.save()
+    if moved:  # rules are tried in stage order
+        _rules_changed(stage.pipeline_id)
     return stage
 
 
 @transaction.atomic
 def stage_delete(*, stage: Stage) -> None:
     pipeline = stage.pipeline
+    if stage.rules.exists():  # its spans now go to later stages' rules, or to none
+        _rules_changed(pipeline.pk)
     stage.delete()
     _stages_renumber(
         pipeline=pipeline, ordered_ids=list(pipeline.stages.values_list("id", flat=True))
@@ -223,10 +257,13 @@ def _stages_renumber(*, pipeline: Pipeline, ordered_ids: list[int]) -> None:
 @transaction.atomic
 def stages_reorder(*, pipeline: Pipeline, ordered_ids: list[int]) -> list[Stage]:
     """Give the pipeline's stages the order of ``ordered_ids``, which must name each once."""
-    current = set(pipeline.stages.values_list("id", flat=True))
-    if len(ordered_ids) != len(set(ordered_ids)) or set(ordered_ids) != current:
+    stages = Stage.objects.filter(pipeline=pipeline).order_by("position", "id")
+    current = list(stages.values_list("id", flat=True))
+    if len(ordered_ids) != len(set(ordered_ids)) or set(ordered_ids) != set(current):
         raise ValidationError("The new order must list every stage of the pipeline exactly once.")
     _stages_renumber(pipeline=pipeline, ordered_ids=ordered_ids)
+    if list(ordered_ids) != current:  # rules are tried in stage order
+        _rules_changed(pipeline.pk)
     return list(pipeline.stages.order_by("position"))
 
 
@@ -276,6 +313,7 @@ def span_rule_create(*, stage: Stage, position: int | None = None, **fields: Any
     rule = SpanRule(stage=stage, position=position, **fields)
     _rule_validate(rule)
     rule.save()
+    _rules_changed(stage.pipeline_id)
     return rule
 
 
@@ -283,15 +321,21 @@ def span_rule_update(*, rule: SpanRule, **fields: Any) -> SpanRule:
     unknown = set(fields) - set(RULE_FIELDS) - {"position"}
     if unknown:
         raise TypeError(f"Unknown span rule fields: {sorted(unknown)}")
+    compared = (*RULE_FIELDS, "position")
+    before = _compared(rule, compared)
     for field, value in fields.items():
         setattr(rule, field, value)
     _rule_validate(rule)
     rule.save()
+    if _compared(rule, compared) != before:
+        _rules_changed(rule.stage.pipeline_id)
     return rule
 
 
 def span_rule_delete(*, rule: SpanRule) -> None:
+    pipeline_id = rule.stage.pipeline_id
     rule.delete()
+    _rules_changed(pipeline_id)
 
 
 @transaction.atomic

@@ -128,6 +128,13 @@ def test_the_development_servers_line_per_request_follows_request_log_level(
         ("INGEST_MAX_BODY_BYTES", "0", "INGEST_MAX_BODY_BYTES must be at least 1; it is 0."),
         ("INGEST_DRAIN_CONCURRENCY", "0", "INGEST_DRAIN_CONCURRENCY must be at least 1; it is 0."),
         ("INGEST_RATE_LIMIT_SPANS", "-5", "INGEST_RATE_LIMIT_SPANS must be at least 0; it is -5."),
+        ("RECOMPUTE_MAX_HOURS", "0", "RECOMPUTE_MAX_HOURS must be at least 1; it is 0."),
+        (
+            "RECOMPUTE_MAX_HOURS",
+            "200",
+            "RECOMPUTE_MAX_HOURS (200) reaches past the spans kept (SPAN_RETENTION_DAYS=7, "
+            "168 hours)",
+        ),
         (
             "WEBHOOK_ALLOWED_HOSTS",
             "https://ok.internal:443,alertmanager.internal",

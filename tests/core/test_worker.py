@@ -67,6 +67,10 @@ def test_a_worker_keeps_its_database_connection_and_replaces_a_broken_one(
         # Analysis shares the ingest queue: in the rollup queue, a busy finalize run each
         # second would hold the rollup passes behind it until they expired.
         ("apps.analysis.tasks.finalize_quiet_traces", "ingest"),
+        # A recompute's steps analyse stored traces again, like what-if replays: never in
+        # front of fresh traces.
+        ("apps.analysis.tasks.recompute_pipeline", "whatif"),
+        ("apps.analysis.tasks.resume_recomputes", "ingest"),
         ("apps.rollups.tasks.process_dirty_rollups", "rollup"),
         ("apps.rollups.tasks.evaluate_budgets", "rollup"),
         ("apps.core.tasks.record_heartbeat", "rollup"),

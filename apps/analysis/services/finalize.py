@@ -147,7 +147,7 @@ def _suspect_finalize(suspects: dict[int, int], now: datetime) -> FinalizeResult
         return None
 
     def quarantine(reason: WorkerDied) -> FinalizeResult:
-        _trace_quarantine(trace, reason)
+        trace_quarantine(trace, reason)
         return FinalizeResult(quarantined=1)
 
     return suspect_run(
@@ -160,7 +160,6 @@ def _suspect_finalize(suspects: dict[int, int], now: datetime) -> FinalizeResult
 
 
 def _finalize_pass(now: datetime, ids: list[int], claim: int, *, isolate: bool) -> FinalizeResult:
-    result = FinalizeResult()
     with transaction.atomic():
         commit_without_waiting()  # a lost commit leaves its traces open: finalized again
         pass_statement_timeout()
@@ -169,47 +168,59 @@ def _finalize_pass(now: datetime, ids: list[int], claim: int, *, isolate: bool) 
         traces = list(due.order_by("last_span_at").select_for_update(skip_locked=True))
         claim_close(claim)  # commits with the traces' analysis, or not at all
         if not traces:
-            return result
-        spans = spans_of_traces(traces)
-        routers = _routers({t.team_id for t in traces})
+            return FinalizeResult()
+        return traces_analyse(traces, spans_of_traces(traces), now=now, isolate=isolate)
 
-        analyzed: list[tuple[Trace, list[SampleRow]]] = []
-        failed: list[tuple[Trace, BaseException]] = []
-        idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
-        # The samples keep the pre-analysis revision and start of a trace seen before:
-        # its old samples, stored under its old start, are replaced.
-        before = {t.pk: (t.revision, t.pipeline_id, t.start_ns) for t in traces}
-        with ItemDeadline(settings.TRACE_ANALYSIS_TIME_BUDGET_S) as deadline:
-            for trace in traces:
-                router = routers[trace.team_id]
-                try:
-                    if isinstance(router, Exception):
-                        raise router
-                    deadline.restart()
-                    samples = _finalize_one(trace, spans.get(trace.pk, []), router, now, idle)
-                    deadline.stop()
-                except Exception as exc:
-                    deadline.disarm()
-                    if is_transient(exc):
-                        raise
-                    failed.append((trace, exc))
-                    continue
-                analyzed.append((trace, samples))
-        written = items_run(
-            analyzed,
-            lambda group: _analyzed_write(group, before, now),
-            isolate=isolate,
-            on_failure=lambda item, exc: failed.append((item[0], exc)),
-        )
-        for trace, error in failed:
-            _trace_quarantine(trace, error)
-        for group in written:
-            for trace, samples in group:
-                result.traces += 1
-                result.samples += len(samples)
-                result.matched += trace.pipeline_id is not None
-                result.incomplete += trace.incomplete
-        result.quarantined = len(failed)
+
+def traces_analyse(
+    traces: list[Trace], spans: dict[int, list[Span]], *, now: datetime, isolate: bool
+) -> FinalizeResult:
+    """Analyze these traces, locked by the caller's transaction, with their team's
+    pipelines and rules as they are now, and write what analysis found.
+
+    Their stage samples are replaced, never added to; the rollup buckets they counted
+    in before and count in now are marked dirty. A trace whose analysis fails is
+    quarantined. Finalization and re-analysis on demand (``recompute``) both run it.
+    """
+    result = FinalizeResult()
+    routers = _routers({t.team_id for t in traces})
+    analyzed: list[tuple[Trace, list[SampleRow]]] = []
+    failed: list[tuple[Trace, BaseException]] = []
+    idle = now - timedelta(seconds=settings.TRACE_IDLE_SECONDS)
+    # The samples keep the pre-analysis revision and start of a trace seen before:
+    # its old samples, stored under its old start, are replaced.
+    before = {t.pk: (t.revision, t.pipeline_id, t.start_ns) for t in traces}
+    with ItemDeadline(settings.TRACE_ANALYSIS_TIME_BUDGET_S) as deadline:
+        for trace in traces:
+            router = routers[trace.team_id]
+            try:
+                if isinstance(router, Exception):
+                    raise router
+                deadline.restart()
+                samples = _finalize_one(trace, spans.get(trace.pk, []), router, now, idle)
+                deadline.stop()
+            except Exception as exc:
+                deadline.disarm()
+                if is_transient(exc):
+                    raise
+                failed.append((trace, exc))
+                continue
+            analyzed.append((trace, samples))
+    written = items_run(
+        analyzed,
+        lambda group: _analyzed_write(group, before, now),
+        isolate=isolate,
+        on_failure=lambda item, exc: failed.append((item[0], exc)),
+    )
+    for trace, error in failed:
+        trace_quarantine(trace, error)
+    for group in written:
+        for trace, samples in group:
+            result.traces += 1
+            result.samples += len(samples)
+            result.matched += trace.pipeline_id is not None
+            result.incomplete += trace.incomplete
+    result.quarantined = len(failed)
     return result
 
 
@@ -240,7 +251,7 @@ def traces_release(trace_pks: list[int]) -> int:
     )
 
 
-def _trace_quarantine(trace: Trace, exc: BaseException) -> None:
+def trace_quarantine(trace: Trace, exc: BaseException) -> None:
     reason = failure_reason(exc)
     logger.warning("trace %s quarantined: %s", trace.pk, reason)
     Trace.objects.filter(pk=trace.pk).update(state=TraceState.QUARANTINED)

@@ -26,6 +26,7 @@ ERROR_DESCRIPTIONS = {
     401: "Missing, unknown or revoked API token.",
     403: "Viewers cannot change a team's configuration.",
     404: "No such object in this team, a team you are not a member of, or a page past the last.",
+    409: "It conflicts with work in flight, such as the account's running recompute.",
     413: "The request body is too large.",
     422: "The request was understood but its computation failed (see `message`).",
     429: (

@@ -1,9 +1,10 @@
 """Template filters for figures: durations as ms or s, fractions as percent, stage colours."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.utils import timezone
 
 from apps.core.figures import format_ms, format_percent, format_size, stage_colour
 from apps.core.time import ns_to_datetime
@@ -44,6 +45,19 @@ def get_item(mapping: dict[str, str], key: str) -> str:
 def ns_datetime(ns: int | None) -> datetime | None:
     """Unix nanoseconds as an aware UTC datetime, for the ``date`` filter."""
     return None if ns is None else ns_to_datetime(int(ns))
+
+
+@register.filter
+def utc_moment(moment: datetime | None, precision: str = "") -> str:
+    """A moment of today as "14:02 UTC", of another day as "2026-12-04 14:02 UTC";
+    ``utc_moment:"seconds"`` adds the seconds ("14:02:37 UTC")."""
+    if moment is None:
+        return "—"
+    moment = moment.astimezone(UTC)
+    time = f"{moment:%H:%M:%S}" if precision == "seconds" else f"{moment:%H:%M}"
+    if moment.date() == timezone.now().astimezone(UTC).date():
+        return f"{time} UTC"
+    return f"{moment:%Y-%m-%d} {time} UTC"
 
 
 @register.filter

@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.analysis.selectors.recompute import figures_predate_rules
 from apps.core.time import to_datetime
 from apps.dashboards.charts import (
     LineChart,
@@ -129,6 +130,8 @@ class PipelinePage:
     violations: list[Violation]  # open at some point of the range
     open_violations: list[Violation]  # open now
     objective: ObjectiveStatus | None
+    # Traces of the range that started before this were analysed with earlier rules.
+    earlier_rules_until: datetime | None
 
 
 def pipeline_page(
@@ -183,4 +186,7 @@ def pipeline_page(
         violations=violations,
         open_violations=open_now,
         objective=pipeline_objective_status(pipeline=pipeline, now=now),
+        earlier_rules_until=figures_predate_rules(
+            pipeline=pipeline, start=range_.start, end=range_.end
+        ),
     )

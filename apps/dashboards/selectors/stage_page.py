@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from apps.analysis.selectors.recompute import figures_predate_rules
 from apps.analysis.selectors.samples import SlowSample, slowest_samples
 from apps.dashboards.charts import Histogram, LineChart, histogram
 from apps.dashboards.ranges import Range
@@ -32,6 +33,8 @@ class StagePage:
     slowest: list[SlowSample]
     violations: list[Violation]
     budget_shown: bool  # the chart's percentile is the one the budget is set at
+    # Traces of the range that started before this were analysed with earlier rules.
+    earlier_rules_until: datetime | None
 
 
 def stage_page(
@@ -93,4 +96,7 @@ def stage_page(
         ),
         violations=violations,
         budget_shown=budget_shown,
+        earlier_rules_until=figures_predate_rules(
+            pipeline=pipeline, start=range_.start, end=range_.end
+        ),
     )

@@ -16,6 +16,7 @@ from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeF
 from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
 from apps.dashboards.selectors.overview import team_overview
 from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
+from apps.dashboards.views.recompute import recompute_context
 from apps.dashboards.whatif_forms import DEFAULT_WINDOW
 from apps.dashboards.whatif_forms import WINDOWS as WHATIF_WINDOWS
 from apps.pipelines.access import pipeline_for_user
@@ -114,5 +115,6 @@ def pipeline_dashboard(
         # The what-if panel replays recent traces: the dashboard's window when it has one.
         "whatif_window": range_.window if range_.window in WHATIF_WINDOWS else DEFAULT_WINDOW,
         **common_context(form, range_, windows=[*WINDOWS]),
+        **recompute_context(membership=membership, pipeline=pipeline),
     }
     return render_page(request, PIPELINE, context, partial="figures")

@@ -1,7 +1,7 @@
 """Retention: partitions of the registered tables, and trace rows for SAMPLE_RETENTION_DAYS."""
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -25,3 +25,14 @@ def storage_maintain() -> StorageResult:
     trace_cutoff = now - timedelta(days=settings.SAMPLE_RETENTION_DAYS)
     result.deleted_rows += Trace.objects.filter(last_span_at__lt=trace_cutoff).delete()[0]
     return result
+
+
+def spans_kept_since(now: datetime) -> datetime:
+    """Start of the oldest day whose spans survive the next storage maintenance.
+
+    Maintenance drops the span partitions of the days before ``today -
+    SPAN_RETENTION_DAYS``; one day more covers a run after midnight. Traces that
+    started earlier may have lost their spans: nothing can be derived from them again.
+    """
+    day = (now.astimezone(UTC) - timedelta(days=settings.SPAN_RETENTION_DAYS - 1)).date()
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
