@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('analysis', '0001_initial'),
-        ('pipelines', '0004_pipeline_rules_changed_at'),
+        ('pipelines', '0005_pipeline_rules_changed_at'),
         ('teams', '0004_email_verification'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

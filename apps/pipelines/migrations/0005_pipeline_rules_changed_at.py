@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pipelines', '0003_attribute_json_and_objective_top'),
+        ('pipelines', '0004_no_stage_rules'),
     ]
 
     operations = [
