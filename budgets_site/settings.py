@@ -582,6 +582,9 @@ ACCOUNT_MAX_CHANNELS = _int("ACCOUNT_MAX_CHANNELS", default=50, least=0)
 ACCOUNT_CONFIRMATIONS_PER_HOUR = _int("ACCOUNT_CONFIRMATIONS_PER_HOUR", default=50, least=0)
 ACCOUNT_EMAIL_TESTS_PER_HOUR = _int("ACCOUNT_EMAIL_TESTS_PER_HOUR", default=20, least=0)
 ACCOUNT_INVITATIONS_PER_HOUR = _int("ACCOUNT_INVITATIONS_PER_HOUR", default=30, least=0)
+# Span rules one pipeline may hold, its stages' and its no-stage rules together: every
+# span of its traces is tried against each (apps/analysis/stage_matching.py).
+PIPELINE_MAX_RULES = _int("PIPELINE_MAX_RULES", default=200, least=0)
 
 # --- What-if: replays of a pipeline's traces under changes (docs/whatif.md) ---------
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget
