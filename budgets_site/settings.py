@@ -277,6 +277,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets that share a field name ("kind"): each keeps a name of its own, the
+    # channels' the one it had before another "kind" came.
+    "ENUM_NAME_OVERRIDES": {
+        "KindEnum": "apps.alerts.models.ChannelKind",
+        "StageReasonKindEnum": "apps.analysis.stage_reasons.REASON_KINDS",
+    },
 }
 
 # --- Celery: Redis in production, kombu's filesystem transport by default -------
