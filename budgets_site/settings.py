@@ -279,6 +279,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Choice sets that share a field name ("status") with another's get names of their own.
     "ENUM_NAME_OVERRIDES": {"RecomputeStatusEnum": "apps.analysis.models.RecomputeStatus"},
+    # Choice sets that share a field name ("kind"): each keeps a name of its own, the
+    # channels' the one it had before another "kind" came.
+    "ENUM_NAME_OVERRIDES": {
+        "KindEnum": "apps.alerts.models.ChannelKind",
+        "StageReasonKindEnum": "apps.analysis.stage_reasons.REASON_KINDS",
+    },
 }
 
 # --- Celery: Redis in production, kombu's filesystem transport by default -------
@@ -588,6 +594,9 @@ ACCOUNT_MAX_CHANNELS = _int("ACCOUNT_MAX_CHANNELS", default=50, least=0)
 ACCOUNT_CONFIRMATIONS_PER_HOUR = _int("ACCOUNT_CONFIRMATIONS_PER_HOUR", default=50, least=0)
 ACCOUNT_EMAIL_TESTS_PER_HOUR = _int("ACCOUNT_EMAIL_TESTS_PER_HOUR", default=20, least=0)
 ACCOUNT_INVITATIONS_PER_HOUR = _int("ACCOUNT_INVITATIONS_PER_HOUR", default=30, least=0)
+# Span rules one pipeline may hold, its stages' and its no-stage rules together: every
+# span of its traces is tried against each (apps/analysis/stage_matching.py).
+PIPELINE_MAX_RULES = _int("PIPELINE_MAX_RULES", default=200, least=0)
 
 # --- What-if: replays of a pipeline's traces under changes (docs/whatif.md) ---------
 # A replay's sample holds at most this many spans (a trace is never cut: past the budget

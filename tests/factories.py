@@ -6,8 +6,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
-from apps.pipelines.services import pipeline_create, span_rule_create, stage_create
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
+from apps.pipelines.services import (
+    no_stage_rule_create,
+    pipeline_create,
+    span_rule_create,
+    stage_create,
+)
 from apps.teams.models import EmailProof, Membership, Role, Team
 from apps.teams.services import email_verification_record, team_create
 
@@ -54,3 +59,7 @@ def make_rule(stage: Stage, **fields: Any) -> SpanRule:
     if not any(fields.get(k) for k in ("span_name", "attributes", "span_kind", "service")):
         fields["span_name"] = f"{stage.slug}*"
     return span_rule_create(stage=stage, **fields)
+
+
+def make_no_stage_rule(pipeline: Pipeline, **fields: Any) -> NoStageRule:
+    return no_stage_rule_create(pipeline=pipeline, **fields)

@@ -28,6 +28,11 @@ urlpatterns = [
         name="rule_test",
     ),
     path(
+        "<slug:pipeline_slug>/no-stage-rule-test/",
+        details.no_stage_rule_tester,
+        name="no_stage_rule_test",
+    ),
+    path(
         "<slug:pipeline_slug>/stages/<slug:stage_slug>/",
         details.stage_dashboard,
         name="stage",

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.shortcuts import get_object_or_404
 from rest_framework.request import Request
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 from apps.teams.access import membership_for_user, membership_for_writer
 from apps.teams.models import Membership
 from apps.teams.request_team import team_slug_for_request
@@ -34,6 +34,10 @@ def stage_for_pipeline(*, pipeline: Pipeline, stage_id: int) -> Stage:
 
 def span_rule_for_stage(*, stage: Stage, rule_id: int) -> SpanRule:
     return get_object_or_404(SpanRule, stage=stage, pk=rule_id)
+
+
+def no_stage_rule_for_pipeline(*, pipeline: Pipeline, rule_id: int) -> NoStageRule:
+    return get_object_or_404(NoStageRule, pipeline=pipeline, pk=rule_id)
 
 
 def pipeline_for_request(request: Request, pipeline_slug: str, *, write: bool = False) -> Pipeline:
@@ -61,3 +65,10 @@ def span_rule_for_request(
 ) -> SpanRule:
     stage = stage_for_request(request, pipeline_slug, stage_slug, write=write)
     return span_rule_for_stage(stage=stage, rule_id=rule_id)
+
+
+def no_stage_rule_for_request(
+    request: Request, pipeline_slug: str, rule_id: int, *, write: bool = False
+) -> NoStageRule:
+    pipeline = pipeline_for_request(request, pipeline_slug, write=write)
+    return no_stage_rule_for_pipeline(pipeline=pipeline, rule_id=rule_id)

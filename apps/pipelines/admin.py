@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 
 
 class StageInline(admin.TabularInline):
@@ -8,11 +8,16 @@ class StageInline(admin.TabularInline):
     extra = 0
 
 
+class NoStageRuleInline(admin.TabularInline):
+    model = NoStageRule
+    extra = 0
+
+
 @admin.register(Pipeline)
 class PipelineAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "team", "budget_p95_ms"]
     list_filter = ["team"]
-    inlines = [StageInline]
+    inlines = [StageInline, NoStageRuleInline]
 
 
 class SpanRuleInline(admin.TabularInline):

@@ -39,4 +39,14 @@ urlpatterns = [
         operations(apis.SpanRuleDetailApi, apis.SpanRuleUpdateApi, apis.SpanRuleDeleteApi),
         name="api-rule",
     ),
+    path(
+        PIPELINE + "no-stage-rules/",
+        operations(apis.NoStageRuleListApi, apis.NoStageRuleCreateApi),
+        name="api-no-stage-rules",
+    ),
+    path(
+        PIPELINE + "no-stage-rules/<int:rule_id>/",
+        operations(apis.NoStageRuleDetailApi, apis.NoStageRuleUpdateApi, apis.NoStageRuleDeleteApi),
+        name="api-no-stage-rule",
+    ),
 ]

@@ -11,8 +11,8 @@ from apps.pipelines.models import (
     Percentile,
     Pipeline,
     Portion,
+    SpanConditions,
     SpanKind,
-    SpanRule,
     Stage,
 )
 from apps.pipelines.presets import PRESETS
@@ -217,7 +217,9 @@ class StageForm(forms.Form):
         return {name: getattr(stage, name) for name in cls.base_fields}
 
 
-class SpanRuleForm(forms.Form):
+class SpanConditionsForm(forms.Form):
+    """What a span must be for a rule to take it; a no-stage rule is just that."""
+
     span_name = forms.CharField(
         label="Span name",
         required=False,
@@ -229,6 +231,23 @@ class SpanRuleForm(forms.Form):
     attributes = AttributeLinesField(label="Attributes")
     span_kind = forms.ChoiceField(label="Span kind", choices=SpanKind.choices, required=False)
     service = forms.CharField(label="Service", required=False, max_length=200)
+
+    @classmethod
+    def initial_for(cls, rule: SpanConditions) -> dict[str, Any]:
+        return {name: getattr(rule, name) for name in cls.base_fields}
+
+    @property
+    def empty(self) -> bool:
+        """Valid, and without any condition: such a rule would take every span."""
+        return self.is_valid() and not any(
+            self.cleaned_data[name] for name in ("span_name", "attributes", "span_kind", "service")
+        )
+
+
+NoStageRuleForm = SpanConditionsForm
+
+
+class SpanRuleForm(SpanConditionsForm):
     portion = forms.ChoiceField(label="Portion", choices=Portion.choices, initial=Portion.WHOLE)
     first_token_event = forms.CharField(
         label="First-token event",
@@ -241,10 +260,6 @@ class SpanRuleForm(forms.Form):
 
     def clean_first_token_event(self) -> str:
         return self.cleaned_data["first_token_event"].strip() or "first_token"
-
-    @classmethod
-    def initial_for(cls, rule: SpanRule) -> dict[str, Any]:
-        return {name: getattr(rule, name) for name in cls.base_fields}
 
 
 class MoveForm(forms.Form):

@@ -42,6 +42,10 @@ def span_rules_for_stage(*, stage: Stage) -> QuerySet[SpanRule]:
     return SpanRule.objects.filter(stage=stage).order_by("position", "id")
 
 
+def no_stage_rules_for_pipeline(*, pipeline: Pipeline) -> QuerySet[NoStageRule]:
+    return NoStageRule.objects.filter(pipeline=pipeline).order_by("position", "id")
+
+
 @dataclass(frozen=True)
 class AllocationSegment:
     stage: Stage

@@ -10,7 +10,15 @@ from django.db.models import Max
 from django.utils import timezone
 
 from apps.pipelines.attribute_json import AttributeJSONEncoder
-from apps.pipelines.models import PERCENTILES, Pipeline, Portion, SpanRule, Stage
+from apps.pipelines.models import (
+    PERCENTILES,
+    NoStageRule,
+    Pipeline,
+    Portion,
+    SpanConditions,
+    SpanRule,
+    Stage,
+)
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,
@@ -33,15 +41,10 @@ PIPELINE_FIELDS = (
     *(setting.field for setting in EVALUATION_SETTINGS),
 )
 STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms")
-RULE_FIELDS = (
-    "span_name",
-    "name_match",
-    "attributes",
-    "span_kind",
-    "service",
-    "portion",
-    "first_token_event",
-)
+# What a span must be for a rule to take it: stage rules and no-stage rules alike.
+CONDITION_FIELDS = ("span_name", "name_match", "attributes", "span_kind", "service")
+RULE_FIELDS = (*CONDITION_FIELDS, "portion", "first_token_event")
+NO_STAGE_RULE_FIELDS = CONDITION_FIELDS
 # The pipeline's fields that decide which traces are its own.
 ROUTING_FIELDS = ("match_service", "match_root_span", "match_attributes")
 
@@ -52,7 +55,7 @@ def _rules_changed(pipeline_id: int) -> None:
     Pipeline.objects.filter(pk=pipeline_id).update(rules_changed_at=timezone.now())
 
 
-def _compared(instance: Pipeline | Stage | SpanRule, fields: tuple[str, ...]) -> str:
+def _compared(instance: Pipeline | Stage | SpanRule | NoStageRule, fields: tuple[str, ...]) -> str:
     # As text: 1, 1.0 and true compare equal in Python but are different rule values.
     values = {field: getattr(instance, field) for field in fields}
     return json.dumps(values, sort_keys=True, cls=AttributeJSONEncoder, default=str)
@@ -277,7 +280,8 @@ def stage_move(*, stage: Stage, offset: int) -> list[Stage]:
     return stages_reorder(pipeline=stage.pipeline, ordered_ids=ids)
 
 
-def _rule_validate(rule: SpanRule) -> None:
+def _conditions_errors(rule: SpanConditions) -> dict[str, list[str]]:
+    """What is wrong with a rule's conditions, by field: one check for every kind of rule."""
     errors: dict[str, list[str]] = {}
     try:
         validate_attributes(rule.attributes)
@@ -292,7 +296,25 @@ def _rule_validate(rule: SpanRule) -> None:
         errors.setdefault("span_name", []).append(
             "A rule needs at least one condition: span name, attribute, span kind or service."
         )
-    if rule.portion != Portion.WHOLE and not rule.first_token_event.strip():
+    return errors
+
+
+def span_conditions_validate(**fields: Any) -> None:
+    """Raise what a rule with these conditions would get on save, before there is one to
+    save (the rule tester tries a rule as it is typed)."""
+    _unknown(fields, CONDITION_FIELDS, "rule condition")
+    errors = _conditions_errors(NoStageRule(**fields))
+    if errors:
+        raise ValidationError(errors)
+
+
+def _rule_validate(rule: SpanConditions) -> None:
+    errors = _conditions_errors(rule)
+    if (
+        isinstance(rule, SpanRule)
+        and rule.portion != Portion.WHOLE
+        and not rule.first_token_event.strip()
+    ):
         errors["first_token_event"] = ["Name the event that marks the first token."]
     try:
         rule.full_clean(validate_unique=False, validate_constraints=False)
@@ -303,24 +325,55 @@ def _rule_validate(rule: SpanRule) -> None:
         raise ValidationError(errors)
 
 
-def span_rule_create(*, stage: Stage, position: int | None = None, **fields: Any) -> SpanRule:
-    unknown = set(fields) - set(RULE_FIELDS)
+def pipeline_rule_count(*, pipeline_id: int) -> int:
+    """Rules of a pipeline, of its stages and its no-stage rules: each is tried on every
+    span of its traces."""
+    return (
+        SpanRule.objects.filter(stage__pipeline_id=pipeline_id).count()
+        + NoStageRule.objects.filter(pipeline_id=pipeline_id).count()
+    )
+
+
+def _rule_cap_check(pipeline_id: int) -> None:
+    """A pipeline holds at most ``PIPELINE_MAX_RULES`` rules, stage and no-stage rules
+    together. Call inside ``transaction.atomic``: the pipeline row is locked, so two
+    requests cannot both take the last place."""
+    cap = settings.PIPELINE_MAX_RULES
+    if not cap:
+        return
+    list(Pipeline.objects.select_for_update().filter(pk=pipeline_id).values_list("pk"))
+    used = pipeline_rule_count(pipeline_id=pipeline_id)
+    if used >= cap:
+        raise ValidationError(
+            f"This pipeline already has {used} span rules (its stages' and its no-stage "
+            f"rules together), the most a pipeline may have (PIPELINE_MAX_RULES={cap}). "
+            "Remove one first, or make one rule cover more spans.",
+            code="too_many_rules",
+        )
+
+
+def _unknown(fields: dict[str, Any], allowed: tuple[str, ...], what: str) -> None:
+    unknown = set(fields) - set(allowed)
     if unknown:
-        raise TypeError(f"Unknown span rule fields: {sorted(unknown)}")
+        raise TypeError(f"Unknown {what} fields: {sorted(unknown)}")
+
+
+@transaction.atomic
+def span_rule_create(*, stage: Stage, position: int | None = None, **fields: Any) -> SpanRule:
+    _unknown(fields, RULE_FIELDS, "span rule")
     if position is None:
         last = stage.rules.aggregate(last=Max("position"))["last"]
         position = 0 if last is None else last + 1
     rule = SpanRule(stage=stage, position=position, **fields)
     _rule_validate(rule)
+    _rule_cap_check(stage.pipeline_id)
     rule.save()
     _rules_changed(stage.pipeline_id)
     return rule
 
 
 def span_rule_update(*, rule: SpanRule, **fields: Any) -> SpanRule:
-    unknown = set(fields) - set(RULE_FIELDS) - {"position"}
-    if unknown:
-        raise TypeError(f"Unknown span rule fields: {sorted(unknown)}")
+    _unknown(fields, (*RULE_FIELDS, "position"), "span rule")
     compared = (*RULE_FIELDS, "position")
     before = _compared(rule, compared)
     for field, value in fields.items():
@@ -334,6 +387,40 @@ def span_rule_update(*, rule: SpanRule, **fields: Any) -> SpanRule:
 
 def span_rule_delete(*, rule: SpanRule) -> None:
     pipeline_id = rule.stage.pipeline_id
+    rule.delete()
+    _rules_changed(pipeline_id)
+
+
+@transaction.atomic
+def no_stage_rule_create(
+    *, pipeline: Pipeline, position: int | None = None, **fields: Any
+) -> NoStageRule:
+    """A rule whose spans belong to no stage on purpose, with what they hold that no rule
+    takes; the same conditions, checks and cap as a stage's span rule."""
+    _unknown(fields, NO_STAGE_RULE_FIELDS, "no-stage rule")
+    if position is None:
+        last = pipeline.no_stage_rules.aggregate(last=Max("position"))["last"]
+        position = 0 if last is None else last + 1
+    rule = NoStageRule(pipeline=pipeline, position=position, **fields)
+    _rule_validate(rule)
+    _rule_cap_check(pipeline.pk)
+    rule.save()
+    _rules_changed(rule.pipeline_id)
+    return rule
+
+
+def no_stage_rule_update(*, rule: NoStageRule, **fields: Any) -> NoStageRule:
+    _unknown(fields, (*NO_STAGE_RULE_FIELDS, "position"), "no-stage rule")
+    for field, value in fields.items():
+        setattr(rule, field, value)
+    _rule_validate(rule)
+    rule.save()
+    _rules_changed(rule.pipeline_id)
+    return rule
+
+
+def no_stage_rule_delete(*, rule: NoStageRule) -> None:
+    pipeline_id = rule.pipeline_id
     rule.delete()
     _rules_changed(pipeline_id)
 

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from apps.pipelines import views
+from apps.pipelines import no_stage_views, views
 
 app_name = "pipelines"
 
 STAGE = "<slug:pipeline_slug>/stages/<int:stage_id>/"
 RULE = STAGE + "rules/<int:rule_id>/"
+NO_STAGE_RULE = "<slug:pipeline_slug>/no-stage-rules/<int:rule_id>/"
 
 urlpatterns = [
     path("", views.pipeline_list, name="list"),
@@ -20,4 +21,15 @@ urlpatterns = [
     path(STAGE + "rules/new/", views.rule_add, name="rule_add"),
     path(RULE + "edit/", views.rule_edit, name="rule_edit"),
     path(RULE + "delete/", views.rule_delete, name="rule_delete"),
+    path(
+        "<slug:pipeline_slug>/no-stage-rules/new/",
+        no_stage_views.no_stage_rule_add,
+        name="no_stage_rule_add",
+    ),
+    path(NO_STAGE_RULE + "edit/", no_stage_views.no_stage_rule_edit, name="no_stage_rule_edit"),
+    path(
+        NO_STAGE_RULE + "delete/",
+        no_stage_views.no_stage_rule_delete_view,
+        name="no_stage_rule_delete",
+    ),
 ]

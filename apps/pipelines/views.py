@@ -10,7 +10,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
 from apps.core.htmx import HtmxHttpRequest, render_page
-from apps.pipelines.access import pipeline_for_user, span_rule_for_stage, stage_for_pipeline
+from apps.pipelines.access import (
+    pipeline_for_user,
+    span_rule_for_stage,
+    stage_for_pipeline,
+)
 from apps.pipelines.forms import (
     MoveForm,
     PipelineCreateForm,
@@ -166,6 +170,7 @@ def _editor_context(membership: Membership, pipeline: Pipeline) -> dict[str, Any
         "can_write": membership.can_write,
         "pipeline": pipeline,
         "stages": pipeline.stages.all(),
+        "no_stage_rules": pipeline.no_stage_rules.all(),
         "bar": allocation_bar(pipeline=pipeline),
         "stage_form": StageForm(),
     }
@@ -180,7 +185,7 @@ def pipeline_detail(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
     return render_page(request, DETAIL, context, partial="editor")
 
 
-def _editor_changed(
+def editor_changed(
     request: HtmxHttpRequest, membership: Membership, pipeline: Pipeline
 ) -> HttpResponse:
     """After a change: htmx gets the whole editor (stages and bar), others the page."""
@@ -194,7 +199,7 @@ def _editor_changed(
     return reswap(retarget(response, EDITOR_ID), "outerHTML")
 
 
-def _editor_form(
+def editor_form(
     request: HtmxHttpRequest, membership: Membership, partial: str, context: dict[str, Any]
 ) -> HttpResponse:
     context |= {"team": membership.team, "can_write": True}
@@ -215,9 +220,9 @@ def stage_add(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> H
         except ValidationError as exc:
             add_service_error(form, exc)
         else:
-            return _editor_changed(request, membership, pipeline)
+            return editor_changed(request, membership, pipeline)
     context = {"pipeline": pipeline, "stage": None, "form": form}
-    return _editor_form(request, membership, "stage_form", context)
+    return editor_form(request, membership, "stage_form", context)
 
 
 @login_required
@@ -238,9 +243,9 @@ def stage_edit(
             except ValidationError as exc:
                 add_service_error(form, exc)
             else:
-                return _editor_changed(request, membership, pipeline)
+                return editor_changed(request, membership, pipeline)
     context = {"pipeline": pipeline, "stage": stage, "form": form}
-    return _editor_form(request, membership, "stage_form", context)
+    return editor_form(request, membership, "stage_form", context)
 
 
 @login_required
@@ -252,7 +257,7 @@ def stage_delete_view(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
     )
     stage_delete(stage=stage_for_pipeline(pipeline=pipeline, stage_id=stage_id))
-    return _editor_changed(request, membership, pipeline)
+    return editor_changed(request, membership, pipeline)
 
 
 @login_required
@@ -268,7 +273,7 @@ def stage_move_view(
     if not form.is_valid():
         return HttpResponseBadRequest("Move a stage up or down.")
     stage_move(stage=stage, offset=form.offset)
-    return _editor_changed(request, membership, pipeline)
+    return editor_changed(request, membership, pipeline)
 
 
 def _rule_context(pipeline: Pipeline, stage: Stage, **extra: Any) -> dict[str, Any]:
@@ -291,8 +296,8 @@ def rule_add(
         except ValidationError as exc:
             add_service_error(form, exc)
         else:
-            return _editor_changed(request, membership, pipeline)
-    return _editor_form(request, membership, "rule_form", _rule_context(pipeline, stage, form=form))
+            return editor_changed(request, membership, pipeline)
+    return editor_form(request, membership, "rule_form", _rule_context(pipeline, stage, form=form))
 
 
 @login_required
@@ -314,9 +319,9 @@ def rule_edit(
             except ValidationError as exc:
                 add_service_error(form, exc)
             else:
-                return _editor_changed(request, membership, pipeline)
+                return editor_changed(request, membership, pipeline)
     context = _rule_context(pipeline, stage, rule=rule, form=form)
-    return _editor_form(request, membership, "rule_form", context)
+    return editor_form(request, membership, "rule_form", context)
 
 
 @login_required
@@ -329,4 +334,4 @@ def rule_delete(
     )
     stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
     span_rule_delete(rule=span_rule_for_stage(stage=stage, rule_id=rule_id))
-    return _editor_changed(request, membership, pipeline)
+    return editor_changed(request, membership, pipeline)

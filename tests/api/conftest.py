@@ -4,10 +4,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 from apps.teams.services import api_token_create
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
+from tests.factories import make_no_stage_rule, make_pipeline, make_rule, make_stage
 
 
 @dataclass
@@ -22,6 +22,8 @@ class ApiWorld:
     other_pipeline: Pipeline
     other_stage: Stage
     other_rule: SpanRule
+    no_stage_rule: NoStageRule
+    other_no_stage_rule: NoStageRule
 
 
 @pytest.fixture
@@ -41,7 +43,20 @@ def api(world: TeamWorld) -> ApiWorld:
     other = make_pipeline(world.other_team, "rag-chat", name="Globex chat")
     other_stage = make_stage(other, "retrieval")
     other_rule = make_rule(other_stage, span_name="search")
-    return ApiWorld(world, pipeline, retrieval, generation, rule, other, other_stage, other_rule)
+    no_stage_rule = make_no_stage_rule(pipeline, span_name="cache flush")
+    other_no_stage_rule = make_no_stage_rule(other, span_name="secret flush")
+    return ApiWorld(
+        world,
+        pipeline,
+        retrieval,
+        generation,
+        rule,
+        other,
+        other_stage,
+        other_rule,
+        no_stage_rule,
+        other_no_stage_rule,
+    )
 
 
 def token_client(user: Any) -> APIClient:
@@ -63,6 +78,7 @@ def db_state() -> tuple[list[Any], ...]:
         list(Pipeline.objects.order_by("id").values()),
         list(Stage.objects.order_by("id").values()),
         list(SpanRule.objects.order_by("id").values()),
+        list(NoStageRule.objects.order_by("id").values()),
     )
 
 

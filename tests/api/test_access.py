@@ -25,7 +25,7 @@ class Endpoint:
         return self.method != "get"
 
     def url(self, api: ApiWorld) -> str:
-        return self.path.format(rule=api.rule.pk)
+        return self.path.format(rule=api.rule.pk, no_stage=api.no_stage_rule.pk)
 
     def call(self, client: APIClient, api: ApiWorld, **extra: Any) -> Any:
         return getattr(client, self.method)(self.url(api), self.body, format="json", **extra)
@@ -59,6 +59,11 @@ ENDPOINTS = [
     Endpoint("rule detail", "get", S + "rules/{rule}/"),
     Endpoint("rule change", "patch", S + "rules/{rule}/", {"service": "search-api"}),
     Endpoint("rule delete", "delete", S + "rules/{rule}/", ok=204),
+    Endpoint("no-stage rule list", "get", P + "no-stage-rules/"),
+    Endpoint("no-stage rule create", "post", P + "no-stage-rules/", {"service": "cron"}, 201),
+    Endpoint("no-stage rule detail", "get", P + "no-stage-rules/{no_stage}/"),
+    Endpoint("no-stage rule change", "patch", P + "no-stage-rules/{no_stage}/", {"service": "x"}),
+    Endpoint("no-stage rule delete", "delete", P + "no-stage-rules/{no_stage}/", ok=204),
 ]
 WRITES = [e for e in ENDPOINTS if e.write]
 IDS = [e.name for e in ENDPOINTS]
@@ -129,6 +134,8 @@ def test_session_writes_need_the_csrf_token(api: ApiWorld):
         "/api/v1/pipelines/rag-chat/stages/nope/",
         "/api/v1/pipelines/rag-chat/stages/nope/rules/",
         "/api/v1/pipelines/rag-chat/stages/retrieval/rules/999999/",
+        "/api/v1/pipelines/nope/no-stage-rules/",
+        "/api/v1/pipelines/rag-chat/no-stage-rules/999999/",
     ],
 )
 def test_unknown_objects_get_404(api: ApiWorld, path: str):

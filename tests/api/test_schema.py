@@ -19,6 +19,8 @@ def test_the_schema_is_valid_openapi_and_covers_every_endpoint(db):
         "/api/v1/pipelines/{pipeline_slug}/stages/{stage_slug}/",
         "/api/v1/pipelines/{pipeline_slug}/stages/{stage_slug}/rules/",
         "/api/v1/pipelines/{pipeline_slug}/stages/{stage_slug}/rules/{rule_id}/",
+        "/api/v1/pipelines/{pipeline_slug}/no-stage-rules/",
+        "/api/v1/pipelines/{pipeline_slug}/no-stage-rules/{rule_id}/",
     } <= set(paths)
     assert set(paths["/api/v1/pipelines/{pipeline_slug}/"]) == {"get", "put", "patch", "delete"}
 

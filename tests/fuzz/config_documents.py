@@ -56,7 +56,8 @@ attributes = st.dictionaries(short_texts, attribute_values, max_size=3)
 
 
 @st.composite
-def rules(draw: st.DrawFn) -> dict[str, Any]:
+def conditions(draw: st.DrawFn) -> dict[str, Any]:
+    """A no-stage rule, and the conditions of a stage's span rule."""
     rule: dict[str, Any] = {}
     name = draw(st.sampled_from(["glob", "regex", None]))
     if name == "glob":
@@ -73,6 +74,12 @@ def rules(draw: st.DrawFn) -> dict[str, Any]:
             rule[key] = draw(strategy)
     if not rule:
         rule["service"] = draw(short_texts)
+    return rule
+
+
+@st.composite
+def rules(draw: st.DrawFn) -> dict[str, Any]:
+    rule = draw(conditions())
     if draw(st.booleans()):
         rule["portion"] = draw(st.sampled_from(PORTIONS))
     if draw(st.booleans()):
@@ -116,6 +123,7 @@ pipelines = st.fixed_dictionaries(
             },
         ),
         "stages": st.lists(stages, max_size=4).filter(_unique),
+        "no_stage": st.lists(conditions(), max_size=3),
     },
 )
 

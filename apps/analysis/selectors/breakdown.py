@@ -19,6 +19,7 @@ from apps.analysis.pipeline_routing import compile_pipeline
 from apps.analysis.span_projection import span_projection
 from apps.analysis.spans import Span, unique_spans
 from apps.analysis.stage_matching import SpanMatch, StageMatcher
+from apps.analysis.stage_reasons import RuleLabel, StageReason, rule_labels, stage_reason
 from apps.analysis.stored_spans import spans_read
 from apps.core.figures import format_size
 from apps.core.isolation import failure_reason, is_transient
@@ -45,6 +46,7 @@ class WaterfallRow:
     status_message: str
     parts: tuple[SpanPart, ...]
     critical: tuple[ChargedSegment, ...]
+    reason: StageReason  # where its time goes, and why
 
     @property
     def span_id(self) -> str:
@@ -127,6 +129,10 @@ class TraceAnalysis:
     def stage_index(self) -> dict[str, int]:
         return {breakdown.stage.slug: breakdown.index for breakdown in self.stages}
 
+    @property
+    def stage_names(self) -> dict[str, str]:
+        return {breakdown.stage.slug: breakdown.stage.name for breakdown in self.stages}
+
 
 def _tree_order(by_id: dict[str, Span], root: Span) -> list[tuple[Span, int]]:
     """Depth-first from the root, children by start; spans the walk misses (parent cycles) last."""
@@ -153,11 +159,20 @@ def _parts(span: Span, match: SpanMatch) -> tuple[SpanPart, ...]:
     )
 
 
-def _matcher(pipeline: Pipeline | None) -> tuple[StageMatcher, list[Stage]]:
+@dataclass(frozen=True)
+class _Compiled:
+    matcher: StageMatcher
+    stages: list[Stage]
+    labels: tuple[RuleLabel, ...]  # the matcher's rules as the editor lists them
+
+
+def _compiled(pipeline: Pipeline | None) -> _Compiled:
     if pipeline is None:
-        return StageMatcher([]), []
+        return _Compiled(StageMatcher([]), [], ())
     loaded = pipeline_with_stages(pipeline=pipeline)
-    return compile_pipeline(loaded).matcher, list(loaded.stages.all())
+    return _Compiled(
+        compile_pipeline(loaded).matcher, list(loaded.stages.all()), rule_labels(loaded)
+    )
 
 
 def _breakdown_from_samples(trace: Trace, stages: list[Stage], e2e_ns: int) -> list[StageBreakdown]:
@@ -211,22 +226,21 @@ def trace_analysis(*, trace: Trace, span_limit: int = MAX_WATERFALL_SPANS) -> Tr
     Spans that analysis cannot read (the kind a finalization pass quarantines) give the
     stored figures and the reason instead of an error: the page of a trace always answers.
     """
-    matcher, stages = _matcher(trace.pipeline)
+    compiled = _compiled(trace.pipeline)
     try:
         # In a savepoint of its own: after a statement that fails (a damaged row, a
         # statement timeout) the stored figures are still read.
         with transaction.atomic():
-            return _from_spans(trace, matcher, stages, span_limit)
+            return _from_spans(trace, compiled, span_limit)
     except Exception as exc:
         if is_transient(exc):
             raise
-        return _from_samples(trace, stages, failure=failure_reason(exc))
+        return _from_samples(trace, compiled.stages, failure=failure_reason(exc))
 
 
-def _from_spans(
-    trace: Trace, matcher: StageMatcher, stages: list[Stage], span_limit: int
-) -> TraceAnalysis:
+def _from_spans(trace: Trace, compiled: _Compiled, span_limit: int) -> TraceAnalysis:
     pipeline = trace.pipeline
+    matcher, stages = compiled.matcher, compiled.stages
     # Skeletons, and only the attributes and events the rules read: never a span's whole
     # attributes, which may weigh a megabyte each.
     budget = settings.TRACE_VIEW_MAX_BYTES
@@ -248,16 +262,22 @@ def _from_spans(
     # Once, not per span: the enum builds its list of values anew at every access.
     status_labels = dict(StatusCode.choices)
     waterfall = []
+    matches = attribution.matches
     for span, depth in _tree_order(by_id, root)[:span_limit]:
         row = stored[span.span_id]
+        match = matches[span.span_id]
+        reason = stage_reason(
+            span, match, matcher=matcher, labels=compiled.labels, by_id=by_id, matches=matches
+        )
         waterfall.append(
             WaterfallRow(
                 span=span,
                 depth=depth,
                 status=str(status_labels.get(row.status, "unset")),
                 status_message=row.status_message,
-                parts=_parts(span, attribution.matches[span.span_id]),
+                parts=_parts(span, match),
                 critical=tuple(segments_by_span.get(span.span_id, ())),
+                reason=reason,
             )
         )
     start = min(span.start_ns for span in by_id.values())

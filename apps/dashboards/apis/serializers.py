@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from apps.analysis.selectors import TraceAnalysis
+from apps.analysis.stage_reasons import REASON_KINDS, StageReason
 from apps.ingest.selectors import MAX_SHOWN_VALUES, ShownValue, SpanContent, TraceSummary
 
 
@@ -47,6 +48,42 @@ class SpanPartOutput(serializers.Serializer):
         ref_name = "TraceSpanPart"
 
 
+class StageReasonRuleOutput(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The rule's id in the span rules API.")
+    stage = serializers.CharField(
+        allow_null=True, help_text="The rule's stage slug; null: a no-stage rule."
+    )
+    number = serializers.IntegerField(
+        help_text="Its place, from 1, among its stage's rules (or the no-stage rules)."
+    )
+    description = serializers.CharField(help_text="Its conditions, as the editor shows them.")
+
+    class Meta:
+        ref_name = "TraceStageReasonRule"
+
+
+class StageReasonOutput(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=list(REASON_KINDS),
+        help_text="rule: a stage rule took the span; inherited: no rule took it, and it "
+        "counts where the nearest span above it that a rule took does (`inherited_from`); "
+        "no_stage_rule: a no-stage rule keeps it, and what it holds, out of every stage; "
+        "untracked: no rule took it, nor any span above it.",
+    )
+    rules = StageReasonRuleOutput(
+        many=True,
+        help_text="The rules that took it: one, or two when its first token splits it "
+        "between two stages' rules. Empty unless kind is rule or no_stage_rule.",
+    )
+    inherited_from = serializers.CharField(
+        allow_null=True, help_text="The span id it inherited its stage from."
+    )
+    text = serializers.CharField(help_text="In words, as the trace page shows it.")
+
+    class Meta:
+        ref_name = "TraceStageReason"
+
+
 class SpanOutput(serializers.Serializer):
     span_id = serializers.CharField()
     parent_span_id = serializers.CharField(allow_null=True)
@@ -61,6 +98,11 @@ class SpanOutput(serializers.Serializer):
     duration_ns = serializers.IntegerField()
     critical_ns = serializers.IntegerField(help_text="Its own time on the critical path.")
     parts = SpanPartOutput(many=True, help_text="Split at the first token when a rule asks.")
+    stage = serializers.CharField(
+        allow_null=True,
+        help_text="Stage slug of its start (`parts` give each part's); null: in no stage.",
+    )
+    stage_reason = StageReasonOutput()
 
     class Meta:
         ref_name = "TraceSpan"
@@ -216,9 +258,27 @@ def summary_data(summary: TraceSummary) -> dict[str, Any]:
     }
 
 
+def stage_reason_data(reason: StageReason, names: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": reason.kind,
+        "rules": [
+            {
+                "id": rule.rule_id,
+                "stage": rule.stage,
+                "number": rule.number,
+                "description": rule.description,
+            }
+            for rule in reason.rules
+        ],
+        "inherited_from": reason.ancestor_id,
+        "text": reason.text(names),
+    }
+
+
 def trace_detail_data(analysis: TraceAnalysis) -> dict[str, Any]:
     trace = analysis.trace
     zero = analysis.root_start_ns
+    names = analysis.stage_names
     spans = [
         {
             "span_id": row.span_id,
@@ -241,6 +301,8 @@ def trace_detail_data(analysis: TraceAnalysis) -> dict[str, Any]:
                 }
                 for part in row.parts
             ],
+            "stage": row.reason.stage,
+            "stage_reason": stage_reason_data(row.reason, names),
         }
         for row in analysis.rows
     ]

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.analysis.selectors.rule_test import rule_test
-from apps.analysis.stage_matching import RuleSpec
+from apps.analysis.stage_matching import DEFAULT_FIRST_TOKEN_EVENT, WHOLE, RuleSpec
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.time import FINEST_RESOLUTION, align_down, to_datetime, to_seconds
 from apps.dashboards.ranges import RangeForm, range_from
@@ -17,15 +17,25 @@ from apps.dashboards.selectors.figures import pipeline_figures
 from apps.dashboards.selectors.stage_page import stage_page
 from apps.dashboards.views.dashboards import common_context
 from apps.pipelines.access import pipeline_for_user, stage_for_pipeline
-from apps.pipelines.forms import SpanRuleForm
+from apps.pipelines.forms import (
+    NoStageRuleForm,
+    SpanConditionsForm,
+    SpanRuleForm,
+    add_service_error,
+)
 from apps.pipelines.models import Pipeline, Stage
-from apps.pipelines.services import stage_budgets_set
+from apps.pipelines.services import (
+    CONDITION_FIELDS,
+    span_conditions_validate,
+    stage_budgets_set,
+)
 from apps.rollups.access import violation_for_team
 from apps.rollups.selectors import WINDOWS, pipeline_percentiles
 from apps.rollups.selectors.fit import pipeline_fit_recent
 from apps.rollups.selectors.violations import CLOSED, OPEN, violations_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
+from apps.teams.models import Membership
 
 STAGE = "dashboards/stage.html"
 VIOLATIONS = "dashboards/violations.html"
@@ -156,6 +166,46 @@ def fit_apply(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> H
     return redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
 
 
+def _rule_spec(form: SpanConditionsForm) -> RuleSpec:
+    data = form.cleaned_data
+    return RuleSpec(
+        span_name=data["span_name"],
+        name_match=data["name_match"],
+        attributes=data["attributes"],
+        span_kind=data["span_kind"],
+        service=data["service"],
+        portion=data.get("portion", WHOLE),
+        first_token_event=data.get("first_token_event", DEFAULT_FIRST_TOKEN_EVENT),
+    )
+
+
+def _rule_test_page(
+    request: HtmxHttpRequest,
+    membership: Membership,
+    pipeline: Pipeline,
+    stage: Stage | None,
+    form: SpanConditionsForm,
+) -> HttpResponse:
+    result = None
+    if form.is_valid() and not form.empty:
+        conditions = {name: form.cleaned_data[name] for name in CONDITION_FIELDS}
+        try:
+            span_conditions_validate(**conditions)
+        except ValidationError as exc:
+            add_service_error(form, exc)
+        else:
+            result = rule_test(pipeline=pipeline, stage=stage, spec=_rule_spec(form))
+    context = {
+        "team": membership.team,
+        "pipeline": pipeline,
+        "stage": stage,
+        "form": form,
+        "result": result,
+        "empty_rule": not form.errors and form.empty,
+    }
+    return render_page(request, RULE_TEST, context, partial="result")
+
+
 @login_required
 @require_GET
 def rule_tester(
@@ -166,29 +216,16 @@ def rule_tester(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
     stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
-    form = SpanRuleForm(request.GET)
-    result = None
-    if form.is_valid():
-        data = form.cleaned_data
-        spec = RuleSpec(
-            span_name=data["span_name"],
-            name_match=data["name_match"],
-            attributes=data["attributes"],
-            span_kind=data["span_kind"],
-            service=data["service"],
-            portion=data["portion"],
-            first_token_event=data["first_token_event"],
-        )
-        result = rule_test(pipeline=pipeline, stage=stage, spec=spec)
-    context = {
-        "team": membership.team,
-        "pipeline": pipeline,
-        "stage": stage,
-        "form": form,
-        "result": result,
-        "empty_rule": form.is_valid()
-        and not any(
-            form.cleaned_data[k] for k in ("span_name", "attributes", "span_kind", "service")
-        ),
-    }
-    return render_page(request, RULE_TEST, context, partial="result")
+    return _rule_test_page(request, membership, pipeline, stage, SpanRuleForm(request.GET))
+
+
+@login_required
+@require_GET
+def no_stage_rule_tester(
+    request: HtmxHttpRequest, team_slug: str, pipeline_slug: str
+) -> HttpResponse:
+    """A no-stage rule being typed, tried on the pipeline's recent traces."""
+    membership, pipeline = pipeline_for_user(
+        user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
+    )
+    return _rule_test_page(request, membership, pipeline, None, NoStageRuleForm(request.GET))

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from apps.analysis.selectors import TraceAnalysis, WaterfallRow
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import TIME_TO_FIRST_CHUNK, first_token_ns
+from apps.core.templatetags.figures import stage_class
 from apps.core.time import ns_to_ms
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
 from apps.ingest.selectors import ShownValue, SpanContent
@@ -40,6 +41,9 @@ class SpanDetails:
     """Everything about one span, for the details panel."""
 
     row: WaterfallRow
+    stage_words: str  # where its time goes: "Retrieval", "no stage", "untracked", …
+    why: str  # the rule that took it, or the span it inherited from
+    stage_css: str
     duration_ms: float
     critical_ms: float
     offset_ms: float
@@ -61,8 +65,12 @@ def span_details(
     span = row.span
     attributes = content.attributes if content is not None else []
     dropped = _dropped_notes(attributes)
+    names = analysis.stage_names
     return SpanDetails(
         row=row,
+        stage_words=row.reason.stage_words(names),
+        why=row.reason.why(names),
+        stage_css=stage_class(analysis.stage_index.get(row.reason.stage or "")),
         duration_ms=ns_to_ms(span.duration_ns),
         critical_ms=ns_to_ms(row.critical_ns),
         offset_ms=ns_to_ms(span.start_ns - analysis.root_start_ns),

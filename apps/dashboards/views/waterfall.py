@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from apps.analysis.selectors import SpanPart, TraceAnalysis, WaterfallRow
+from apps.analysis.stage_reasons import NO_STAGE_RULE, StageReason
 from apps.core.templatetags.figures import stage_class
 from apps.core.time import ns_to_ms
 from apps.dashboards.views.span_details import ContentLoader, SpanDetails, span_details
@@ -39,6 +40,10 @@ class BarRow(NamedTuple):
     name: str
     service: str
     error: str  # why a failed span failed, in its row: the first thing one looks for
+    stage: str  # "Retrieval", "TTFT → Generation", "no stage", "untracked"
+    stage_css: str  # the colour of the stage of its start
+    why: str  # "rule 1", "inside retrieval", "no-stage rule 1", "no rule"
+    reason: str  # the whole reason: "Retrieval — rule 1: name = retrieval"
     bars: tuple[Bar, ...]
     # Styles only, no titles: the details panel tells the span's time on the path, and a
     # title on each of a root's dozens of segments would weigh more than the row.
@@ -180,6 +185,7 @@ def waterfall_rows(
 ) -> list[BarRow]:
     scale = Scale(analysis)
     colours = analysis.stage_index
+    names = analysis.stage_names
     rows = []
     for row in analysis.rows[start:stop]:
         span = row.span
@@ -197,12 +203,23 @@ def waterfall_rows(
                 name=span.name,
                 service=span.service,
                 error=row.status_message if span.status_error else "",
+                stage=_stage_cell(row.reason, names),
+                stage_css=stage_class(colours.get(row.reason.stage or "")),
+                why=row.reason.short(),
+                reason=row.reason.text(names),
                 bars=tuple(_bar(part, scale, colours) for part in row.parts),
                 critical=tuple(scale.style(seg.start_ns, seg.end_ns) for seg in row.critical),
                 duration=f"{ns_to_ms(span.duration_ns)} ms",
             )
         )
     return rows
+
+
+def _stage_cell(reason: StageReason, names: dict[str, str]) -> str:
+    if reason.kind == NO_STAGE_RULE:
+        return "no stage"
+    labels = (_stage_label(names.get(slug, slug) if slug else None) for slug in reason.stages)
+    return " → ".join(labels)
 
 
 def _bar(part: SpanPart, scale: Scale, colours: dict[str, int]) -> Bar:

@@ -1,9 +1,16 @@
-"""REST API for a team's pipelines, their stages and span rules.
+"""REST API for a team's pipelines, their stages, span rules and no-stage rules.
 
 One view per operation, each with its input serializer; writes go through the
 services, reads through the selectors. The team comes from apps.teams.request_team.
 """
 
+from apps.pipelines.apis.no_stage_rules import (
+    NoStageRuleCreateApi,
+    NoStageRuleDeleteApi,
+    NoStageRuleDetailApi,
+    NoStageRuleListApi,
+    NoStageRuleUpdateApi,
+)
 from apps.pipelines.apis.pipelines import (
     PipelineCreateApi,
     PipelineDeleteApi,
@@ -28,6 +35,11 @@ from apps.pipelines.apis.stages import (
 )
 
 __all__ = [
+    "NoStageRuleCreateApi",
+    "NoStageRuleDeleteApi",
+    "NoStageRuleDetailApi",
+    "NoStageRuleListApi",
+    "NoStageRuleUpdateApi",
     "PipelineCreateApi",
     "PipelineDeleteApi",
     "PipelineDetailApi",

@@ -2,7 +2,7 @@
 
 from django_filters import CharFilter, ChoiceFilter, FilterSet
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,10 +12,7 @@ from apps.core.api.schema import filterset_parameters
 from apps.core.api.views import ApiView
 from apps.pipelines import services
 from apps.pipelines.access import span_rule_for_request, stage_for_request
-from apps.pipelines.apis.serializers import (
-    AttributesField,
-    SpanRuleOutput,
-)
+from apps.pipelines.apis.serializers import SpanRuleInput, SpanRuleOutput
 from apps.pipelines.models import (
     NameMatch,
     Portion,
@@ -60,20 +57,7 @@ class SpanRuleListApi(ApiView):
 
 
 class SpanRuleCreateApi(ApiView):
-    class InputSerializer(serializers.Serializer):
-        position = serializers.IntegerField(
-            min_value=0, required=False, help_text="Sort key; by default after the last rule."
-        )
-        span_name = serializers.CharField(max_length=500, allow_blank=True, default="")
-        name_match = serializers.ChoiceField(choices=NameMatch.choices, default=NameMatch.GLOB)
-        attributes = AttributesField(default=dict)
-        span_kind = serializers.ChoiceField(choices=SpanKind.choices, allow_blank=True, default="")
-        service = serializers.CharField(max_length=200, allow_blank=True, default="")
-        portion = serializers.ChoiceField(choices=Portion.choices, default=Portion.WHOLE)
-        first_token_event = serializers.CharField(max_length=100, default="first_token")
-
-        class Meta:
-            ref_name = "SpanRuleInput"
+    InputSerializer = SpanRuleInput
 
     @team_schema(
         summary="Add a span rule to a stage",

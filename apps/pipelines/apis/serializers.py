@@ -94,7 +94,31 @@ class AttributesField(serializers.JSONField):
     """Attribute equalities: attribute key to a string, number or boolean."""
 
 
-class SpanRuleOutput(serializers.Serializer):
+class SpanConditionsInput(serializers.Serializer):
+    """What a span must be for a rule to take it; the services check the rest."""
+
+    position = serializers.IntegerField(
+        min_value=0, required=False, help_text="Sort key; by default after the last rule."
+    )
+    span_name = serializers.CharField(max_length=500, allow_blank=True, default="")
+    name_match = serializers.ChoiceField(choices=NameMatch.choices, default=NameMatch.GLOB)
+    attributes = AttributesField(default=dict)
+    span_kind = serializers.ChoiceField(choices=SpanKind.choices, allow_blank=True, default="")
+    service = serializers.CharField(max_length=200, allow_blank=True, default="")
+
+    class Meta:
+        ref_name = "NoStageRuleInput"
+
+
+class SpanRuleInput(SpanConditionsInput):
+    portion = serializers.ChoiceField(choices=Portion.choices, default=Portion.WHOLE)
+    first_token_event = serializers.CharField(max_length=100, default="first_token")
+
+    class Meta:
+        ref_name = "SpanRuleInput"
+
+
+class NoStageRuleOutput(serializers.Serializer):
     id = serializers.IntegerField()
     position = serializers.IntegerField()
     span_name = serializers.CharField()
@@ -102,6 +126,12 @@ class SpanRuleOutput(serializers.Serializer):
     attributes = AttributesField()
     span_kind = serializers.ChoiceField(choices=SpanKind.choices)
     service = serializers.CharField()
+
+    class Meta:
+        ref_name = "NoStageRule"
+
+
+class SpanRuleOutput(NoStageRuleOutput):
     portion = serializers.ChoiceField(choices=Portion.choices)
     first_token_event = serializers.CharField()
 
@@ -196,6 +226,11 @@ class PipelineSummaryOutput(PipelineOutput):
 
 class PipelineDetailOutput(PipelineOutput):
     stages = StageOutput(many=True)
+    no_stage_rules = NoStageRuleOutput(
+        many=True,
+        help_text="Spans that belong to no stage on purpose, with the spans inside them "
+        "that no rule takes; tried after every stage's rules, in order.",
+    )
 
     class Meta:
         ref_name = "PipelineDetail"

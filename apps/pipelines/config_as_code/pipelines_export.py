@@ -4,12 +4,12 @@ from typing import Any
 
 from apps.pipelines.config_as_code.pipelines_schema import DEFAULT_FIRST_TOKEN_EVENT
 from apps.pipelines.config_as_code.selectors import pipelines_for_config
-from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanRule, Stage
+from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanConditions, SpanRule, Stage
 from apps.pipelines.validation import EVALUATION_SETTINGS
 from apps.teams.models import Team
 
 
-def _rule(rule: SpanRule) -> dict[str, Any]:
+def _conditions(rule: SpanConditions) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if rule.span_name:
         key = "span_name_regex" if rule.name_match == NameMatch.REGEX else "span_name"
@@ -20,6 +20,11 @@ def _rule(rule: SpanRule) -> dict[str, Any]:
         data["span_kind"] = rule.span_kind
     if rule.service:
         data["service"] = rule.service
+    return data
+
+
+def _rule(rule: SpanRule) -> dict[str, Any]:
+    data = _conditions(rule)
     if rule.portion != Portion.WHOLE:
         data["portion"] = rule.portion
     if rule.first_token_event != DEFAULT_FIRST_TOKEN_EVENT:
@@ -66,6 +71,9 @@ def _pipeline(pipeline: Pipeline) -> dict[str, Any]:
     stages = [_stage(stage) for stage in pipeline.stages.all()]
     if stages:
         data["stages"] = stages
+    no_stage = [_conditions(rule) for rule in pipeline.no_stage_rules.all()]
+    if no_stage:
+        data["no_stage"] = no_stage
     return data
 
 

@@ -5,23 +5,32 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from apps.pipelines.attribute_json import canonical_attributes
 from apps.pipelines.config_as_code.pipelines_schema import (
     PipelineSpec,
     PipelinesSpec,
-    RuleSpec,
     StageSpec,
+)
+from apps.pipelines.config_as_code.rules_plan import (
+    compared_json,
+    no_stage_step,
+    no_stage_sync,
+    rule_fields,
+    rule_key,
+    rules_diff,
+    rules_sync,
 )
 from apps.pipelines.config_as_code.selectors import pipelines_for_config
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
-from apps.pipelines.models import PERCENTILES, NameMatch, Pipeline, SpanRule, Stage
+from apps.pipelines.models import (
+    PERCENTILES,
+    NoStageRule,
+    Pipeline,
+    Stage,
+)
 from apps.pipelines.services import (
     pipeline_create,
     pipeline_delete,
     pipeline_update,
-    span_rule_create,
-    span_rule_delete,
-    span_rule_update,
     stage_create,
     stage_delete,
     stage_update,
@@ -31,21 +40,13 @@ from apps.pipelines.validation import EVALUATION_SETTINGS
 from apps.teams.models import Team
 
 
-def _json(value: Any) -> str:
-    # Type-aware: 1, 1.0 and true are different attribute values. Compared as jsonb
-    # keeps them, so that -0.0 in a file is the 0.0 that was stored.
-    if isinstance(value, dict):
-        value = canonical_attributes(value)
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
 def _shown(value: Any) -> str:
     if value in (None, "", {}):
         return "(none)"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
-        return _json(value)
+        return compared_json(value)
     return str(value)
 
 
@@ -80,7 +81,7 @@ def _pipeline_differences(pipeline: Pipeline, spec: PipelineSpec) -> list[str]:
             changes.append(f"{label} {_shown(old)} -> {_shown(new)}")
     if pipeline.description != spec.description:
         changes.append("description changed")
-    if _json(pipeline.match_attributes) != _json(spec.match_attributes):
+    if compared_json(pipeline.match_attributes) != compared_json(spec.match_attributes):
         changes.append(
             f"match.attributes {_shown(pipeline.match_attributes)} -> "
             f"{_shown(spec.match_attributes)}"
@@ -121,55 +122,6 @@ def _stage_differences(stage: Stage, spec: StageSpec) -> list[str]:
     return changes
 
 
-def _rule_key(fields: dict[str, Any]) -> str:
-    fields = dict(fields)
-    if not fields["span_name"]:
-        # Without a name the match mode means nothing; do not report it as a change.
-        fields["name_match"] = NameMatch.GLOB
-    fields["attributes"] = canonical_attributes(fields["attributes"])
-    return _json(fields)
-
-
-def _rule_fields(rule: SpanRule) -> dict[str, Any]:
-    return {
-        "span_name": rule.span_name,
-        "name_match": rule.name_match,
-        "attributes": rule.attributes,
-        "span_kind": rule.span_kind,
-        "service": rule.service,
-        "portion": rule.portion,
-        "first_token_event": rule.first_token_event,
-    }
-
-
-def _rules_diff(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
-    """The rules that differ, by position: ``#2 name = a* -> name = b*``."""
-
-    def shown(rules: list[dict[str, Any]], index: int) -> str:
-        return SpanRule(**rules[index]).describe() if index < len(rules) else "(none)"
-
-    return "; ".join(
-        f"#{index + 1} {shown(old, index)} -> {shown(new, index)}"
-        for index in range(max(len(old), len(new)))
-        if index >= len(old) or index >= len(new) or _rule_key(old[index]) != _rule_key(new[index])
-    )
-
-
-def _rules_sync(stage: Stage, specs: list[RuleSpec]) -> None:
-    """Make the stage's rules equal ``specs``, in order, reusing rows by position."""
-    existing = list(stage.rules.order_by("position", "id"))
-    for position, spec in enumerate(specs):
-        fields = spec.fields()
-        if position >= len(existing):
-            span_rule_create(stage=stage, position=position, **fields)
-            continue
-        rule = existing[position]
-        if rule.position != position or _rule_key(_rule_fields(rule)) != _rule_key(fields):
-            span_rule_update(rule=rule, position=position, **fields)
-    for rule in existing[len(specs) :]:
-        span_rule_delete(rule=rule)
-
-
 def _stage_create(pipeline: Pipeline, spec: StageSpec) -> None:
     stage = stage_create(
         pipeline=pipeline,
@@ -178,7 +130,7 @@ def _stage_create(pipeline: Pipeline, spec: StageSpec) -> None:
         budget_percentile=spec.budget_percentile or "p95",
         budget_ms=spec.budget_ms,
     )
-    _rules_sync(stage, spec.rules)
+    rules_sync(stage, spec.rules)
 
 
 def _creating_stage(pipeline: Pipeline, spec: StageSpec) -> Callable[[Team], None]:
@@ -206,8 +158,12 @@ def _create_pipeline(spec: PipelineSpec) -> Step:
         )
         for stage in spec.stages:
             _stage_create(pipeline, stage)
+        no_stage_sync(pipeline, spec.no_stage)
 
     lines = [f"+ pipeline {spec.slug}"] + [f"+ stage {spec.slug}/{s.slug}" for s in spec.stages]
+    if spec.no_stage:
+        described = "; ".join(NoStageRule(**rule.conditions()).describe() for rule in spec.no_stage)
+        lines.append(f"+ no_stage {spec.slug}: {described}")
     return Step(lines, run, spec.line)
 
 
@@ -228,13 +184,13 @@ def _update_stage(pipeline: Pipeline, stage: Stage, spec: StageSpec) -> Plan:
             )
 
         plan.add(Step([f"~ stage {path}: {change}" for change in differences], run, spec.line))
-    old_rules = [_rule_fields(rule) for rule in stage.rules.all()]
+    old_rules = [rule_fields(rule) for rule in stage.rules.all()]
     new_rules = [rule.fields() for rule in spec.rules]
-    if [_rule_key(r) for r in old_rules] != [_rule_key(r) for r in new_rules]:
+    if [rule_key(r) for r in old_rules] != [rule_key(r) for r in new_rules]:
         plan.add(
             Step(
-                [f"~ rules {path}: {_rules_diff(old_rules, new_rules)}"],
-                lambda team: _rules_sync(stage, spec.rules),
+                [f"~ rules {path}: {rules_diff(old_rules, new_rules)}"],
+                lambda team: rules_sync(stage, spec.rules),
                 spec.rules[0].line if spec.rules else spec.line,
             )
         )
@@ -280,6 +236,12 @@ def _update_pipeline(pipeline: Pipeline, spec: PipelineSpec) -> Plan:
     current = list(pipeline.stages.all())
     by_slug = {stage.slug: stage for stage in current}
     wanted = {stage.slug for stage in spec.stages}
+    no_stage = no_stage_step(pipeline, spec)
+    # Fewer no-stage rules first, more last: a pipeline at its rule cap can trade stage
+    # rules for no-stage rules and back.
+    shrinks = len(spec.no_stage) < len(pipeline.no_stage_rules.all())
+    if no_stage is not None and shrinks:
+        plan.add(no_stage)
     for stage in current:
         if stage.slug not in wanted:
             plan.add(
@@ -304,6 +266,8 @@ def _update_pipeline(pipeline: Pipeline, spec: PipelineSpec) -> Plan:
     order = _order_step(pipeline, current, spec.stages)
     if order is not None:
         plan.add(order)
+    if no_stage is not None and not shrinks:
+        plan.add(no_stage)
     return plan
 
 

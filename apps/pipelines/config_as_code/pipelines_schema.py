@@ -7,6 +7,8 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from django.conf import settings
+
 from apps.pipelines.config_as_code.loader import Item, Mapping, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader, suggest
 from apps.pipelines.models import PERCENTILES, NameMatch, Portion, SpanKind
@@ -29,6 +31,7 @@ PIPELINE_KEYS = (
     "objective",
     "evaluation",
     "stages",
+    "no_stage",
 )
 PIPELINE_MATCH_KEYS = ("service", "root_span", "attributes")
 OBJECTIVE_KEYS = ("target", "threshold_ms")
@@ -44,6 +47,8 @@ RULE_KEYS = (
     "first_token_event",
 )
 RULE_CONDITIONS = ("span_name", "span_name_regex", "attributes", "span_kind", "service")
+# A no-stage rule is only conditions: it gives no part of a span to any stage.
+NO_STAGE_RULE_KEYS = RULE_CONDITIONS
 SPAN_KINDS = tuple(kind for kind in SpanKind.values if kind)
 DEFAULT_FIRST_TOKEN_EVENT = "first_token"  # noqa: S105 (an event name, not a secret)
 MAX_THRESHOLD_MS = 3_600_000
@@ -60,13 +65,20 @@ class RuleSpec:
     portion: str = Portion.WHOLE
     first_token_event: str = DEFAULT_FIRST_TOKEN_EVENT
 
-    def fields(self) -> dict[str, Any]:
+    def conditions(self) -> dict[str, Any]:
+        """The fields of a no-stage rule."""
         return {
             "span_name": self.span_name,
             "name_match": self.name_match,
             "attributes": dict(self.attributes),
             "span_kind": self.span_kind,
             "service": self.service,
+        }
+
+    def fields(self) -> dict[str, Any]:
+        """The fields of a stage's span rule."""
+        return {
+            **self.conditions(),
             "portion": self.portion,
             "first_token_event": self.first_token_event,
         }
@@ -97,6 +109,7 @@ class PipelineSpec:
     objective_threshold_ms: int | None
     stages: list[StageSpec]
     slug_line: int = 0
+    no_stage: list[RuleSpec] = field(default_factory=list)
     # Every evaluation setting by model field, defaults filled in for keys the file leaves out.
     evaluation: dict[str, int] = field(
         default_factory=lambda: {s.field: s.default for s in EVALUATION_SETTINGS}
@@ -254,8 +267,10 @@ def _evaluation(reader: Reader, item: Item | None) -> dict[str, int]:
     return values
 
 
-def _rule(reader: Reader, node: Node) -> RuleSpec:
-    entries = reader.mapping(node, what="rule", keys=RULE_KEYS)
+def _rule(
+    reader: Reader, node: Node, *, what: str = "rule", keys: tuple[str, ...] = RULE_KEYS
+) -> RuleSpec:
+    entries = reader.mapping(node, what=what, keys=keys)
     if entries is None:
         return RuleSpec(line=node.line)
     fields: dict[str, Any] = {}
@@ -288,7 +303,7 @@ def _rule(reader: Reader, node: Node) -> RuleSpec:
     if not conditions:
         reader.error(
             node.line,
-            "A rule needs at least one condition: "
+            f"A {what} needs at least one condition: "
             f"{', '.join(RULE_CONDITIONS[:-1])} or {RULE_CONDITIONS[-1]}.",
         )
     return RuleSpec(line=node.line, **fields)
@@ -332,6 +347,11 @@ def _pipeline(reader: Reader, node: Node) -> PipelineSpec:
     evaluation = _evaluation(reader, entries.get("evaluation"))
     stages = [_stage(reader, stage) for stage in _list(reader, entries.get("stages"), "stages")]
     _check_unique(reader, [(s.slug, s.slug_line) for s in stages], "stage", " in this pipeline")
+    no_stage = [
+        _rule(reader, rule, what="no-stage rule", keys=NO_STAGE_RULE_KEYS)
+        for rule in _list(reader, entries.get("no_stage"), "no-stage rules")
+    ]
+    _check_rule_cap(reader, node, stages, no_stage)
     return PipelineSpec(
         line=node.line,
         slug=_slug(reader, entries.get("slug")),
@@ -347,8 +367,24 @@ def _pipeline(reader: Reader, node: Node) -> PipelineSpec:
         objective_threshold_ms=threshold,
         stages=stages,
         slug_line=_line_of(entries.get("slug"), node),
+        no_stage=no_stage,
         evaluation=evaluation,
     )
+
+
+def _check_rule_cap(
+    reader: Reader, node: Node, stages: list[StageSpec], no_stage: list[RuleSpec]
+) -> None:
+    """The services refuse a rule past ``PIPELINE_MAX_RULES``; a file saying more than that
+    is told so before anything is applied."""
+    cap = settings.PIPELINE_MAX_RULES
+    count = sum(len(stage.rules) for stage in stages) + len(no_stage)
+    if cap and count > cap:
+        reader.error(
+            node.line,
+            f"This pipeline has {count} span rules (its stages' and its no-stage rules "
+            f"together), more than a pipeline may have (PIPELINE_MAX_RULES={cap}).",
+        )
 
 
 def _line_of(item: Item | None, node: Node) -> int:

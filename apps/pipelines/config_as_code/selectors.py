@@ -1,20 +1,11 @@
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 
-from apps.pipelines.models import Pipeline, SpanRule, Stage
+from apps.pipelines.models import Pipeline
+from apps.pipelines.selectors import with_rules
 from apps.teams.models import Team
 
 
 def pipelines_for_config(*, team: Team) -> QuerySet[Pipeline]:
-    """The team's pipelines with stages and rules in order, as config as code reads them."""
-    return (
-        Pipeline.objects.filter(team=team)
-        .prefetch_related(
-            Prefetch(
-                "stages",
-                queryset=Stage.objects.order_by("position", "id").prefetch_related(
-                    Prefetch("rules", queryset=SpanRule.objects.order_by("position", "id"))
-                ),
-            )
-        )
-        .order_by("slug")
-    )
+    """The team's pipelines with stages, their rules and the no-stage rules in order, as
+    configuration as code reads them."""
+    return with_rules(Pipeline.objects.filter(team=team)).order_by("slug")
