@@ -277,11 +277,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # Choice sets that share a field name ("status") with another's get names of their own.
-    "ENUM_NAME_OVERRIDES": {"RecomputeStatusEnum": "apps.analysis.models.RecomputeStatus"},
-    # Choice sets that share a field name ("kind"): each keeps a name of its own, the
-    # channels' the one it had before another "kind" came.
+    # Choice sets that share a field name ("status", "kind") with another's get names of
+    # their own; the channels' kind keeps the one it had before another "kind" came.
     "ENUM_NAME_OVERRIDES": {
+        "RecomputeStatusEnum": "apps.analysis.models.RecomputeStatus",
         "KindEnum": "apps.alerts.models.ChannelKind",
         "StageReasonKindEnum": "apps.analysis.stage_reasons.REASON_KINDS",
     },
