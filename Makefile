@@ -4,14 +4,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
+# `make run PORT=8001`, `make run HOST=0.0.0.0`: where the development server listens;
+# SITE_URL, the base of the links in e-mails, follows unless given too.
 PORT ?= 8000
 HOST ?= 127.0.0.1
+SITE_URL ?= http://$(HOST):$(PORT)
 STAMP := $(VENV)/.installed
 
 .PHONY: help install db db-stop setup run test check lint typecheck imports migrations-check format bench clean
 
 help:
-	@echo "make run    set up and start web, worker, scheduler and demo traffic on http://$(HOST):$(PORT)"
+	@echo "make run    set up and start web, worker, scheduler and demo traffic on $(SITE_URL) (PORT=, HOST= change it)"
 	@echo "make test   set up and run the whole suite (lint, types, import layers, migrations, tests)"
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make db-stop  stop the embedded PostgreSQL server that test and db leave running"
@@ -40,7 +43,7 @@ setup: install db
 	@echo "Bringing the database schema up to date…"
 	DEBUG=true $(PY) manage.py migrate --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py collectstatic --noinput --verbosity 0
-	DEBUG=true $(PY) manage.py demo_setup --site-url http://$(HOST):$(PORT)
+	DEBUG=true $(PY) manage.py demo_setup --site-url $(SITE_URL)
 
 # What `make run` logs: the worker's and the scheduler's level, and that of the development
 # server's line per request. WARNING leaves out the routine lines (each task received and
@@ -48,13 +51,14 @@ setup: install db
 WORKER_LOG_LEVEL ?= WARNING
 REQUEST_LOG_LEVEL ?= WARNING
 RUN_ENV = PATH="$(abspath $(BIN)):$$PATH" DEBUG=true HOST=$(HOST) PORT=$(PORT) \
-	SITE_URL=http://$(HOST):$(PORT) WORKER_LOG_LEVEL=$(WORKER_LOG_LEVEL) \
+	SITE_URL=$(SITE_URL) WORKER_LOG_LEVEL=$(WORKER_LOG_LEVEL) \
 	REQUEST_LOG_LEVEL=$(REQUEST_LOG_LEVEL)
 ifeq ($(DATABASE_URL)$(DATABASE_URL_FILE),)
 RUN_DB_STOP = $(PY) -m apps.core.embedded_postgres stop
 endif
 
-# Ctrl-C reaches honcho, which stops its processes and returns; then, unlike every other
+# Ctrl-C reaches honcho, which stops its processes (in order: see apps/core/ordered_stop.py
+# and the Procfile) and returns; then, unlike every other
 # command, `make run` stops the embedded PostgreSQL server, so that nothing is left running.
 # The shell waits for honcho rather than die with it (the INT trap), and runs the setup
 # itself, so that a Ctrl-C during it stops the server too. The banner waits in the
@@ -67,7 +71,7 @@ run: install
 	echo ""; \
 	echo "  Starting web, worker, scheduler and demo traffic: the address and the sign-in follow once they are up."; \
 	echo ""; \
-	$(RUN_ENV) $(PY) manage.py demo_banner --url http://$(HOST):$(PORT) & banner=$$!; \
+	$(RUN_ENV) $(PY) manage.py demo_banner --url $(SITE_URL) & banner=$$!; \
 	$(RUN_ENV) $(BIN)/honcho start -f Procfile; rc=$$?; \
 	exit $$(( rc == 130 ? 0 : rc ))
 

@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     rollup,
     sketch,
     soak,
+    tracelist,
     whatif,
     whatif_serving,
 )
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[], int | None]] = {
     "percentiles": percentiles.run,
     "evaluation": evaluation.run,
     "dashboards": dashboards.run,
+    "tracelist": tracelist.run,
     "alerts": alerts.run,
     "whatif": whatif.run,
     "whatif_serving": whatif_serving.run,

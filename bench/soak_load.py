@@ -116,8 +116,8 @@ def _main(argv: list[str]) -> int:
 
         spans = traces = 0
 
-        def plan(self) -> TracePlan:
-            plan = super().plan()
+        def plan(self, *, elapsed_s: float = 0.0) -> TracePlan:
+            plan = super().plan(elapsed_s=elapsed_s)
             self.spans += len(plan.spans)
             self.traces += 1
             return plan

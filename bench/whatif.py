@@ -132,7 +132,9 @@ def _stored_rows() -> dict[str, dict[str, Any]]:
     window = {"start": end_ns // 10**9 - 3600, "end": end_ns // 10**9 + 60}
     changes = changes_from_data(EXAMPLE_CHANGES, stages=stages_by_slug(pipeline=pipeline))
     asked = replay_params(**window, traces=TRACES, percentile="p95", changes=changes)
-    levers = levers_params(**window, traces=TRACES, percentile="p95", hit_ratio=0.5)
+    levers = levers_params(
+        start=window["start"], end=window["end"], traces=TRACES, percentile="p95", hit_ratio=0.5
+    )
     runs = max(RUNS // 3, 5)
     return {
         "run: replay, five changes (stored)": timed_runs(

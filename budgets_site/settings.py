@@ -218,7 +218,7 @@ STORAGES = {
     },
 }
 
-# --- Email: SMTP via EMAIL_URL, printed to the console in development ----------------
+# --- Email: SMTP via EMAIL_URL; in development one line in the log per message --------
 # Mail carries working links (invitations, confirmations): printed to a production log,
 # they work for whoever reads it. So production names its mail server, or asks for the
 # console by name (EMAIL_URL=consolemail://) knowing that.
@@ -228,7 +228,14 @@ if not DEBUG and not env.str("EMAIL_URL", default=""):
         ":587. EMAIL_URL=consolemail:// prints mail to the log instead: its invitation and "
         "confirmation links then work for anyone who can read the log."
     )
-vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+if env.str("EMAIL_URL", default=""):
+    vars().update(env.email_url("EMAIL_URL"))
+else:
+    # Development without a mail server (`make run`): a line in the log per message (to,
+    # subject), the whole message in a file under EMAIL_FILE_PATH; EMAIL_URL=consolemail://
+    # prints them whole instead.
+    EMAIL_BACKEND = "apps.core.mail_backends.OneLineEmailBackend"
+    EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default=str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Latency Budgets <budgets@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
@@ -491,6 +498,9 @@ TRACE_VIEW_MAX_BYTES = _int("TRACE_VIEW_MAX_BYTES", default=16 * 1024 * 1024, le
 TRACE_VALUE_DISPLAY_CHARS = _int("TRACE_VALUE_DISPLAY_CHARS", default=2000, least=100)
 # The rule tester reads the newest traces whole until this much, and says how far back.
 RULE_TEST_MAX_BYTES = _int("RULE_TEST_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
+# The unmatched spans of a pipeline read its newest traces whole until this much (the
+# attributes that say what a span is included), and say how far back.
+UNMATCHED_SPANS_MAX_BYTES = _int("UNMATCHED_SPANS_MAX_BYTES", default=16 * 1024 * 1024, least=65536)
 
 # --- Alerts: webhook and email deliveries ----------------------------------------
 # Webhook targets resolving to private, loopback or link-local addresses are refused at
@@ -510,6 +520,17 @@ WEBHOOK_MAX_RESPONSE_BYTES = _int("WEBHOOK_MAX_RESPONSE_BYTES", default=65536, l
 # Deliveries of one team in flight at once; keep it below the alerts workers' concurrency,
 # so that one team's slow receivers never hold them all. 0 turns the share off.
 ALERT_DELIVERIES_PER_TEAM = _int("ALERT_DELIVERIES_PER_TEAM", default=1, least=0)
+# A burn-rate window (the objective's 5 min … 3 d) is judged only once the pipeline's data
+# covers at least this share of it: a fresh pipeline's first minutes are not three days of
+# burn. Between 0 (judge at once) and 1 (only a window full of data).
+BURN_RATE_MIN_COVERAGE = _at_least(
+    0, "BURN_RATE_MIN_COVERAGE", env.float("BURN_RATE_MIN_COVERAGE", default=0.5)
+)
+if BURN_RATE_MIN_COVERAGE > 1:
+    raise ImproperlyConfigured(
+        f"BURN_RATE_MIN_COVERAGE is a share of a window, at most 1; it is "
+        f"{BURN_RATE_MIN_COVERAGE:g}."
+    )
 # Permanent failures in a row after which a channel is disabled and the owners are told.
 ALERT_CHANNEL_DISABLE_AFTER = _int("ALERT_CHANNEL_DISABLE_AFTER", default=3, least=1)
 # Every address of an e-mail channel gets a confirmation link first, and nothing else
@@ -579,6 +600,26 @@ API_REQUESTS_PER_MINUTE_PER_TOKEN = _int("API_REQUESTS_PER_MINUTE_PER_TOKEN", de
 API_REQUESTS_PER_MINUTE_PER_ACCOUNT = _int(
     "API_REQUESTS_PER_MINUTE_PER_ACCOUNT", default=300, least=0
 )
+
+# --- Prometheus scrapes of /metrics (docs/metrics.md) -------------------------------
+# Live metrics tokens an account's teams may hold together; 0 turns the cap off.
+METRICS_TOKENS_PER_ACCOUNT = _int("METRICS_TOKENS_PER_ACCOUNT", default=20, least=0)
+# Scrapes a minute per metrics token, and per account over all its teams' tokens; past
+# either: 429 with Retry-After. One a second per token leaves room for a 5 s interval from
+# a few Prometheus replicas. 0: no limit.
+METRICS_SCRAPES_PER_MINUTE_PER_TOKEN = _int(
+    "METRICS_SCRAPES_PER_MINUTE_PER_TOKEN", default=60, least=0
+)
+METRICS_SCRAPES_PER_MINUTE_PER_ACCOUNT = _int(
+    "METRICS_SCRAPES_PER_MINUTE_PER_ACCOUNT", default=300, least=0
+)
+# A team's figures are computed once and served to every scrape for this long, whatever
+# the number of scrapers; 0 computes each scrape.
+METRICS_CACHE_SECONDS = _int("METRICS_CACHE_SECONDS", default=15, least=0)
+# What one scrape holds (about 15 series a stage): pipelines and stages past these, in
+# name and stage order, are left out and counted in latency_budget_scrape_omitted.
+METRICS_MAX_PIPELINES = _int("METRICS_MAX_PIPELINES", default=200, least=1)
+METRICS_MAX_STAGES = _int("METRICS_MAX_STAGES", default=2000, least=1)
 
 # --- Accounts: what one user account may hold over all the teams it created ----------
 # Anyone may sign up and create teams, so the caps that protect everyone else are

@@ -1,10 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
 from apps.core import views as core_views
+from apps.core.api.views import ApiDocsView
 from apps.dashboards import views as dashboard_views
+from apps.dashboards.views import metrics as metrics_views
 
 urlpatterns = [
     path("", dashboard_views.home, name="home"),
@@ -20,6 +22,8 @@ urlpatterns = [
     path("teams/<slug:team_slug>/alerts/", include("apps.alerts.urls")),
     path("alerts/recipients/", include("apps.alerts.recipient_urls")),
     path("", include("apps.ingest.urls")),
+    # At the path Prometheus scrapes by default; the bearer token names the team.
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("api/v1/", include("apps.pipelines.api_urls")),
     path("api/v1/", include("apps.analysis.api_urls")),
     path("api/v1/", include("apps.teams.api_urls")),
@@ -34,7 +38,7 @@ urlpatterns = [
     ),
     path(
         "api/docs/",
-        SpectacularSwaggerSplitView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
+        ApiDocsView.as_view(url_name="api-schema", permission_classes=[AllowAny]),
         name="api-docs",
     ),
     path("admin/", admin.site.urls),

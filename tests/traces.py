@@ -184,3 +184,49 @@ def otlp_json(spans: Iterable[HandSpan]) -> bytes:
                     if key in wire:
                         wire[key] = base64.b64decode(wire[key]).hex()
     return json.dumps(request).encode()
+
+
+# The span ids of ``ask_spans``.
+ASK, ASK_RETRIEVAL, ASK_EMBED, ASK_QUERY, ASK_RERANK, ASK_CHAT = 0x50, 0x51, 0x52, 0x53, 0x54, 0x55
+QDRANT: Mapping[str, Any] = {"db.system.name": "qdrant", "db.operation.name": "query"}
+
+
+def ask_spans(
+    trace_id: int = TRACE_ID,
+    t0: int = T0,
+    *,
+    store: Mapping[str, Any] = QDRANT,
+    retrieval_ms: int = 190,
+    rerank_ms: int = 125,
+    answer_ms: int = 1155,
+    first_chunk_s: float = 0.4,
+) -> list[HandSpan]:
+    """An ordinary RAG app instrumented with the OpenTelemetry SDK, no AI library:
+    ``POST /ask`` 0-1500 ms; ``retrieval`` 10-200 ms holding an embeddings call 10-50
+    and a ``query docs`` database span 55-200 (``store`` its attributes); ``rerank``
+    205-330; ``chat gpt-4o-mini`` 335-1490 with its first chunk 0.4 s in; the request
+    ends 10 ms after the answer. The durations given move what follows them."""
+    chat = {
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": 812,
+        "gen_ai.usage.output_tokens": 164, "gen_ai.response.time_to_first_chunk": first_chunk_s,
+    }  # fmt: skip
+    embed = {"gen_ai.operation.name": "embeddings", "gen_ai.provider.name": "openai",
+             "gen_ai.request.model": "text-embedding-3-small"}  # fmt: skip
+    retrieved = t0 + (10 + retrieval_ms) * MS
+    reranked = retrieved + (5 + rerank_ms) * MS
+    answered = reranked + (5 + answer_ms) * MS
+    return [
+        span(ASK, None, t0, answered + 10 * MS, name="POST /ask", kind="server",
+             trace_id=trace_id),
+        span(ASK_RETRIEVAL, ASK, t0 + 10 * MS, retrieved, name="retrieval",
+             trace_id=trace_id),
+        span(ASK_EMBED, ASK_RETRIEVAL, t0 + 10 * MS, t0 + 50 * MS,
+             name="embeddings text-embedding-3-small", kind="client", attributes=embed,
+             trace_id=trace_id),
+        span(ASK_QUERY, ASK_RETRIEVAL, t0 + 55 * MS, retrieved, name="query docs",
+             kind="client", attributes=dict(store), trace_id=trace_id),
+        span(ASK_RERANK, ASK, retrieved + 5 * MS, reranked, name="rerank", trace_id=trace_id),
+        span(ASK_CHAT, ASK, reranked + 5 * MS, answered, name="chat gpt-4o-mini",
+             kind="client", attributes=chat, trace_id=trace_id),
+    ]  # fmt: skip

@@ -47,6 +47,9 @@ class Channel(TimeStampedModel):
     disabled_reason = models.CharField(max_length=500, blank=True)
     # Permanent failures in a row; past the setting's count the channel is disabled.
     consecutive_failures = models.PositiveIntegerField(default=0)
+    # Not stored: what the save that just ran has to say about the URL (its host does not
+    # resolve now; see services.webhook_targets), for the door to pass on.
+    url_warning = ""
 
     class Meta:
         constraints = [
@@ -60,6 +63,10 @@ class Channel(TimeStampedModel):
     @property
     def is_enabled(self) -> bool:
         return self.disabled_at is None
+
+    @property
+    def url_warning_list(self) -> list[str]:
+        return [self.url_warning] if self.url_warning else []
 
     @property
     def target(self) -> str:

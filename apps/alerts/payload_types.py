@@ -54,6 +54,7 @@ class Links(TypedDict):
 
 class Payload(TypedDict):
     type: str  # alert.firing | alert.resolved | alert.no_data | alert.test
+    test: bool  # true for a channel test, whose figures are made up
     id: str  # the message id, "msg_…", also the webhook-id header
     created_at: str
     reminder: int  # 0, or the how-manieth reminder of a firing alert
@@ -71,4 +72,6 @@ class Payload(TypedDict):
     top_stages: list[StageShare]  # by critical-path share, largest first, up to 5
     example_trace_ids: list[str]  # hex, slowest first
     links: Links
-    summary: str  # one line: "rag-chat stage retrieval p95 812 ms over its 500 ms budget"
+    # One line: "rag-chat · stage retrieval p95 812 ms over its 500 ms budget"; once
+    # resolved "rag-chat · stage retrieval p95 431 ms, back under its 500 ms budget".
+    summary: str

@@ -88,3 +88,24 @@ def hosts_allow(
         host_rule(entry).allows(team_slug=team_slug, scheme=scheme, host=host, port=port)
         for entry in entries
     )
+
+
+def allow_advice(*, scheme: str, host: str, port: int, team_slug: str | None) -> str:
+    """How an operator lets a refused receiver through: the two server settings, the
+    entry to write (for this team only, where the team is known), and that the
+    processes read them at start."""
+    origin = origin_text(scheme, host_key(host), port)
+    entry, reach = (
+        (f"{team_slug}={origin}", "this team only")
+        if team_slug
+        else (
+            origin,
+            "every team",
+        )
+    )
+    return (
+        f"An operator can allow it with a server setting: add {entry} to "
+        f"WEBHOOK_ALLOWED_HOSTS ({reach}), or set WEBHOOK_ALLOW_PRIVATE_IPS=true (every "
+        "address, every team); the web and worker processes read these at start, so "
+        "restart them after the change."
+    )

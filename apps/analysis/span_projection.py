@@ -11,7 +11,11 @@ database, and it keeps analysis exact:
   lists and maps never match and stay behind;
 - ``gen_ai.response.time_to_first_chunk`` as it is (a number, or a string that may be
   one);
-- events only when they are named as a first token, by name and time.
+- events only when they are named as a first token, by name and time;
+- for a reader that shows what a span is (the unmatched spans of a pipeline), the
+  values of a few ``shown`` keys too: numbers and booleans, and strings up to
+  ``SHOWN_VALUE_CHARS`` (a longer one stays behind rather than come back cut, which
+  could equal a text a rule compares).
 
 Names are cut to what name patterns look at (``MAX_NAME_LENGTH``), services to one
 character more than a rule or a pipeline can name (a longer one still matches none),
@@ -49,6 +53,8 @@ STATUS_MESSAGE_CHARS = 500
 # Numbers are stored as ingestion decoded them (64-bit integers, doubles): a longer text
 # is no number a rule or the first token can use.
 NUMBER_CHARS = 64
+# Longest string value of a ``shown`` key a projection reads.
+SHOWN_VALUE_CHARS = 200
 # What a span weighs in a read besides its texts: its ids, times, kind and status, and
 # the objects a reader holds it in (measured at about a kilobyte of Python objects a span,
 # analysis included), so that a read's byte count follows the memory it takes.
@@ -63,6 +69,8 @@ _ATTRIBUTES_SQL = f"""COALESCE((
     JOIN jsonb_each(%(wanted)s::jsonb) AS w(key, texts) ON w.key = a.key
     WHERE CASE jsonb_typeof(a.value)
         WHEN 'string' THEN w.texts ? (a.value #>> '{{}}') OR a.key = %(seconds_key)s
+            OR (a.key = ANY(%(shown)s::text[])
+                AND length(a.value #>> '{{}}') <= {SHOWN_VALUE_CHARS})
         WHEN 'number' THEN length(a.value::text) <= {NUMBER_CHARS}
         WHEN 'boolean' THEN true
         ELSE false
@@ -82,6 +90,8 @@ class SpanProjection:
     # Attribute key → the texts rules compare its value with.
     compared: dict[str, frozenset[str]]
     event_names: frozenset[str]
+    # Keys whose values come back whatever they are (short strings, numbers, booleans).
+    shown: frozenset[str] = frozenset()
 
     @property
     def columns_sql(self) -> str:
@@ -97,9 +107,12 @@ class SpanProjection:
     def params(self) -> dict[str, object]:
         wanted = {key: sorted(texts) for key, texts in self.compared.items()}
         wanted.setdefault(TIME_TO_FIRST_CHUNK, [])
+        for key in self.shown:
+            wanted.setdefault(key, [])
         return {
             "wanted": json.dumps(wanted),
             "seconds_key": TIME_TO_FIRST_CHUNK,
+            "shown": sorted(self.shown),
             "event_names": sorted(self.event_names),
         }
 
@@ -115,8 +128,9 @@ READ_BYTES_SQL = (
 )
 
 
-def span_projection(rules: Iterable[CompiledRule]) -> SpanProjection:
-    """What matching spans against ``rules`` (and finding their first tokens) reads."""
+def span_projection(rules: Iterable[CompiledRule], *, shown: Iterable[str] = ()) -> SpanProjection:
+    """What matching spans against ``rules`` (and finding their first tokens) reads, and
+    the values of the ``shown`` keys."""
     compared: dict[str, set[str]] = defaultdict(set)
     event_names = {DEFAULT_FIRST_TOKEN_EVENT}
     for rule in rules:
@@ -127,4 +141,5 @@ def span_projection(rules: Iterable[CompiledRule]) -> SpanProjection:
     return SpanProjection(
         compared={key: frozenset(texts) for key, texts in compared.items()},
         event_names=frozenset(event_names),
+        shown=frozenset(shown),
     )

@@ -7,6 +7,10 @@ the array type instead (``%s::bigint[]``).
 
 from collections.abc import Iterable
 
+from django.db import connection
+from django.db.models import BooleanField, Model
+from django.db.models.expressions import RawSQL
+
 
 def array_literal(values: Iterable[int | bool | None]) -> str:
     """A PostgreSQL array literal of integers, booleans and NULLs."""
@@ -17,4 +21,17 @@ def array_literal(values: Iterable[int | bool | None]) -> str:
             for v in values
         )
         + "}"
+    )
+
+
+def column_in(model: type[Model], column: str, values: Iterable[int]) -> RawSQL:
+    """A filter ``column = ANY(<array literal>)``: one parameter for thousands of ids,
+    where ``column__in`` would prepare and send each id as a parameter of its own."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    name = connection.ops.quote_name(column)
+    # Quoted names of our own model; the values go as one parameter.
+    return RawSQL(  # noqa: S611
+        f"{table}.{name} = ANY(%s::bigint[])",
+        [array_literal(values)],
+        output_field=BooleanField(),
     )

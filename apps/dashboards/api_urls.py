@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.dashboards.apis import traces
+from apps.dashboards.apis import traces, unmatched_spans
 
 urlpatterns = [
     path("traces/", traces.TraceListApi.as_view(), name="api-traces"),
@@ -15,5 +15,10 @@ urlpatterns = [
         "traces/<str:trace_hex>/spans/<str:span_hex>/",
         traces.TraceSpanApi.as_view(),
         name="api-trace-span",
+    ),
+    path(
+        "pipelines/<slug:pipeline_slug>/unmatched-spans",
+        unmatched_spans.PipelineUnmatchedSpansApi.as_view(),
+        name="api-pipeline-unmatched-spans",
     ),
 ]

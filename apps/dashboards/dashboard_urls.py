@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.dashboards.views import dashboards, details, recompute, whatif
+from apps.dashboards.views import dashboards, details, recompute, unmatched_spans, whatif
 
 app_name = "dashboards"
 
@@ -22,6 +22,16 @@ urlpatterns = [
         name="whatif_scenario_delete",
     ),
     path("<slug:pipeline_slug>/fit/apply/", details.fit_apply, name="fit_apply"),
+    path(
+        "<slug:pipeline_slug>/unmatched-spans/",
+        unmatched_spans.unmatched_spans_view,
+        name="unmatched_spans",
+    ),
+    path(
+        "<slug:pipeline_slug>/unmatched-spans/rule/",
+        unmatched_spans.unmatched_rule_view,
+        name="unmatched_rule",
+    ),
     path(
         "<slug:pipeline_slug>/stages/<int:stage_id>/rule-test/",
         details.rule_tester,

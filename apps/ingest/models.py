@@ -10,7 +10,10 @@ paid once per trace, not once per span.
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
+from django.db.models import F
 
 from apps.pipelines.models import Pipeline
 from apps.teams.models import IngestToken, Team
@@ -67,6 +70,18 @@ class TraceState(models.IntegerChoices):
 # States whose derived data (pipeline, summary, stage samples) is computed.
 ANALYZED_STATES = (TraceState.FINALIZED, TraceState.SETTLED)
 
+# What a trace's search set holds of attributes (``Trace.search_hashes``, by analysis):
+# pairs whose key or value text is longer are left out, and at most so many pairs a
+# trace. Prompts, statements and URLs are longer than anyone filters on; a trace of
+# ordinary spans has a few dozen pairs.
+ATTRIBUTE_KEY_MAX_CHARS = 128
+ATTRIBUTE_VALUE_MAX_CHARS = 256
+ATTRIBUTE_MAX_PAIRS = 1000
+
+
+# Traces that failed or lost their root: the list's error and incomplete filters.
+TROUBLE = models.Q(start_ns__isnull=False) & (models.Q(error=True) | models.Q(incomplete=True))
+
 
 class Trace(models.Model):
     """Assembly state and summary of one trace."""
@@ -104,6 +119,14 @@ class Trace(models.Model):
     finalized_at = models.DateTimeField(
         null=True, blank=True, help_text="When its derived data was last computed."
     )
+    # The trace list's attribute and stage filters read this instead of spans and
+    # samples: see ``apps.analysis.trace_search``. Null: analyzed before it was kept.
+    search_hashes = ArrayField(
+        models.BigIntegerField(),
+        null=True,
+        blank=True,
+        help_text="Hashes of its spans' attribute pairs and of its stage times, by team.",
+    )
     revision = models.PositiveIntegerField(
         default=0, help_text="How often its derived data was computed."
     )
@@ -128,6 +151,30 @@ class Trace(models.Model):
             models.Index(
                 fields=["team", "start_ns"],
                 name="trace_team_start",
+                condition=models.Q(start_ns__isnull=False),
+            ),
+            # The list's orders by duration, as ``apps.ingest.selectors.traces`` writes it.
+            models.Index(
+                F("team"),
+                F("end_ns") - F("start_ns"),
+                name="trace_team_duration",
+                condition=models.Q(start_ns__isnull=False),
+            ),
+            # Failed and incomplete traces, which may be rare, in both orders.
+            models.Index(
+                fields=["team", "start_ns"],
+                name="trace_trouble_start",
+                condition=TROUBLE,
+            ),
+            models.Index(
+                F("team"),
+                F("end_ns") - F("start_ns"),
+                name="trace_trouble_duration",
+                condition=TROUBLE,
+            ),
+            GinIndex(
+                fields=["search_hashes"],
+                name="trace_search_hashes",
                 condition=models.Q(start_ns__isnull=False),
             ),
         ]

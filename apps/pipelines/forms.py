@@ -15,7 +15,7 @@ from apps.pipelines.models import (
     SpanKind,
     Stage,
 )
-from apps.pipelines.presets import PRESETS
+from apps.pipelines.presets import PRESET_CHOICES, PresetPlan, preset_plan
 from apps.pipelines.validation import EVALUATION_SETTINGS, EvaluationSetting
 from apps.teams.models import slug_validator
 
@@ -194,12 +194,33 @@ class PipelineForm(forms.Form):
 class PipelineCreateForm(PipelineForm):
     preset = forms.ChoiceField(
         label="Start from",
-        choices=[(key, preset.title) for key, preset in PRESETS.items()],
+        choices=PRESET_CHOICES,
         initial="blank",
         widget=forms.RadioSelect,
     )
 
     field_order = ["preset"]
+
+
+class PresetPreviewForm(forms.Form):
+    """The preset and end-to-end budget the creation form's preview shows: the fields
+    of the creation form that decide what a preset creates, read leniently (a budget
+    that is no number is simply not there yet)."""
+
+    preset = forms.ChoiceField(choices=PRESET_CHOICES)
+    budget_p50_ms = budget_field("p50")
+    budget_p90_ms = budget_field("p90")
+    budget_p95_ms = budget_field("p95")
+    budget_p99_ms = budget_field("p99")
+
+    def plan(self) -> PresetPlan | None:
+        """None without a known preset; otherwise its stages under the valid budgets."""
+        self.is_valid()
+        data = self.cleaned_data
+        if not data.get("preset"):
+            return None
+        budget = {p: data[f"budget_{p}_ms"] for p in PERCENTILES if data.get(f"budget_{p}_ms")}
+        return preset_plan(key=data["preset"], budget=budget)
 
 
 class StageForm(forms.Form):

@@ -25,6 +25,7 @@ A pattern that cannot run (stored before these checks existed) never matches any
 """
 
 import functools
+import glob as globbing
 import logging
 import re
 from collections.abc import Callable
@@ -76,6 +77,18 @@ def _literal(char: str) -> str:
     if not char.isascii() or char.isalnum():
         return char
     return f"\\x{{{ord(char):x}}}"
+
+
+def exact_glob(name: str, *, max_length: int = MAX_PATTERN_LENGTH) -> str:
+    """A glob matching exactly ``name``; one too long for ``max_length`` keeps the start of
+    the name and ends in ``*``."""
+    escaped = globbing.escape(name)
+    if len(escaped) <= max_length:
+        return escaped
+    cut = max_length - 1
+    while len(globbing.escape(name[:cut])) > max_length - 1:
+        cut -= 1
+    return globbing.escape(name[:cut]) + "*"
 
 
 def _class_end(glob: str, start: int) -> int:

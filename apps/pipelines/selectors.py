@@ -71,6 +71,11 @@ class Allocation:
     def allocated_share(self) -> float:
         return self.allocated_ms / self.e2e_ms if self.e2e_ms else 0.0
 
+    @property
+    def over_ms(self) -> int:
+        """How much more the stages were given than the end-to-end budget."""
+        return max(0, self.allocated_ms - self.e2e_ms) if self.e2e_ms is not None else 0
+
 
 def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
     """Stage budgets laid against the end-to-end budget, for the allocation bar.

@@ -435,3 +435,17 @@ def stage_budgets_set(*, pipeline: Pipeline, budgets_ms: Mapping[int, int]) -> l
     if missing:
         raise ValidationError({"stage": [f"No such stage in this pipeline: {sorted(missing)}."]})
     return [stage_update(stage=by_id[pk], budget_ms=value) for pk, value in budgets_ms.items()]
+
+
+@transaction.atomic
+def pipeline_budgets_set(
+    *, pipeline: Pipeline, stage_budgets_ms: Mapping[int, int], e2e_ms: Mapping[str, int]
+) -> list[Stage]:
+    """Set end-to-end budgets (by percentile, the others kept) and stage budgets at once,
+    as the fit check's "Apply" offers them; all or nothing."""
+    unknown = sorted(set(e2e_ms) - set(PERCENTILES))
+    if unknown:
+        raise ValidationError({"budget": [f"No such percentile: {', '.join(unknown)[:50]}."]})
+    if e2e_ms:
+        pipeline_update(pipeline=pipeline, budget={**pipeline.budget, **e2e_ms})
+    return stage_budgets_set(pipeline=pipeline, budgets_ms=stage_budgets_ms)

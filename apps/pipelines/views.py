@@ -19,6 +19,7 @@ from apps.pipelines.forms import (
     MoveForm,
     PipelineCreateForm,
     PipelineForm,
+    PresetPreviewForm,
     SpanRuleForm,
     StageForm,
     add_service_error,
@@ -66,6 +67,9 @@ def pipeline_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return render(request, "pipelines/list.html", context)
 
 
+CREATE = "pipelines/form.html"
+
+
 def _preset_initial(key: str | None) -> dict[str, Any]:
     preset = PRESETS.get(key or "")
     if key is None or preset is None:
@@ -82,14 +86,32 @@ def _match_initial(query: QueryDict) -> dict[str, str]:
     return {field: value[:200] for field, value in values.items() if value}
 
 
+def _typed(data: QueryDict) -> dict[str, str]:
+    """What was typed into the creation form, to show it again unjudged."""
+    return {
+        name: str(data.get(name, "")) for name in PipelineCreateForm.base_fields if name in data
+    }
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def pipeline_create_view(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    """The creation form with what its preset will create under the budget typed.
+
+    htmx asks again (GET, the preset and the budgets) whenever they change and gets the
+    preview alone; without scripts "Preview the stages" posts the form back, and
+    nothing is created until "Create pipeline".
+    """
     membership = membership_for_writer(user=request.user, team_slug=team_slug)
-    initial = _preset_initial(request.GET.get("preset")) | _match_initial(request.GET)
-    form = PipelineCreateForm(initial=initial)
+    # A link names a preset (checked here) and may fill in fields, as the preview's do.
+    typed = {key: value for key, value in _typed(request.GET).items() if key != "preset"}
+    shown: dict[str, Any] = _preset_initial(request.GET.get("preset")) | typed
+    shown |= _match_initial(request.GET)
+    form = PipelineCreateForm(initial=shown)
     if request.method == "POST":
-        form = PipelineCreateForm(request.POST)
+        shown = _typed(request.POST)
+        preview_only = "preview" in request.POST
+        form = PipelineCreateForm(initial=shown) if preview_only else PipelineCreateForm(shown)
     if form.is_bound and form.is_valid():
         try:
             pipeline = pipeline_create_from_preset(
@@ -100,8 +122,14 @@ def pipeline_create_view(request: HtmxHttpRequest, team_slug: str) -> HttpRespon
         else:
             messages.success(request, f"Pipeline “{pipeline.name}” created.")
             return redirect("pipelines:detail", team_slug=team_slug, pipeline_slug=pipeline.slug)
-    context = {"team": membership.team, "form": form, "pipeline": None}
-    return render(request, "pipelines/form.html", context, status=422 if form.errors else 200)
+    context = {
+        "team": membership.team,
+        "form": form,
+        "pipeline": None,
+        "preview": PresetPreviewForm({"preset": "blank"} | shown).plan(),
+    }
+    status = 422 if form.is_bound and form.errors else 200
+    return render_page(request, CREATE, context, partial="preset_preview", status=status)
 
 
 @login_required
@@ -124,7 +152,7 @@ def pipeline_edit(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) 
                     "pipelines:detail", team_slug=team_slug, pipeline_slug=pipeline.slug
                 )
     context = {"team": membership.team, "form": form, "pipeline": pipeline}
-    return render(request, "pipelines/form.html", context, status=422 if form.errors else 200)
+    return render(request, CREATE, context, status=422 if form.errors else 200)
 
 
 @login_required
@@ -152,13 +180,11 @@ def allocation_bar(*, pipeline: Pipeline) -> dict[str, Any]:
     """The allocation with segment widths; an over-allocated bar is scaled to fit."""
     allocation: Allocation = pipeline_allocation(pipeline=pipeline)
     scale = max(1.0, allocation.allocated_share)
-    e2e = allocation.e2e_ms or 0
     return {
         "allocation": allocation,
         "segments": [BarSegment(s, f"{s.share / scale * 100:.2f}") for s in allocation.segments],
         "free_width": f"{max(0.0, 1 - allocation.allocated_share) * 100:.2f}",
         "percent": round(allocation.allocated_share * 100),
-        "over_ms": max(0, allocation.allocated_ms - e2e),
         "other_percentile": [s for s in allocation.segments if not s.same_percentile],
     }
 

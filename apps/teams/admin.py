@@ -7,6 +7,7 @@ from apps.teams.models import (
     IngestToken,
     Invitation,
     Membership,
+    MetricsToken,
     Team,
 )
 
@@ -52,6 +53,21 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
     # The plain token exists only at creation, so tokens are made where it can be shown:
     # the team's ingest token page or `manage.py ingest_token create`.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(MetricsToken)
+class MetricsTokenAdmin(admin.ModelAdmin):
+    list_display = [
+        "name", "team", "prefix", "created_by", "created_at", "last_used_at", "revoked_at",
+    ]  # fmt: skip
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "team__slug"]
+    readonly_fields = ["prefix", "digest", "created_by", "last_used_at"]
+    raw_id_fields = ["team"]
+
+    # As ingest tokens: made where the plain token can be shown, the team's metrics page.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

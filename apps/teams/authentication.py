@@ -4,7 +4,12 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from apps.teams.services import api_token_authenticate
-from apps.teams.tokens import INGEST_TOKEN_PREFIX, TOKEN_MAX_CHARS, token_shaped
+from apps.teams.tokens import (
+    INGEST_TOKEN_PREFIX,
+    METRICS_TOKEN_PREFIX,
+    TOKEN_MAX_CHARS,
+    token_shaped,
+)
 
 __all__ = ["TOKEN_MAX_CHARS", "ApiTokenAuthentication", "authorization_parts", "token_shaped"]
 
@@ -34,6 +39,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if parts[1].startswith(INGEST_TOKEN_PREFIX):
             raise exceptions.AuthenticationFailed(
                 "Ingest tokens can only send spans; use a personal API token."
+            )
+        if parts[1].startswith(METRICS_TOKEN_PREFIX):
+            raise exceptions.AuthenticationFailed(
+                "Metrics tokens can only scrape /metrics; use a personal API token."
             )
         token = api_token_authenticate(raw=parts[1]) if token_shaped(parts[1]) else None
         if token is None:

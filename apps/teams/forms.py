@@ -102,3 +102,14 @@ class IngestTokenCreateForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["name"].widget.attrs["placeholder"] = "prod collector"
+
+
+class MetricsTokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        help_text="Which Prometheus or agent scrapes with it, e.g. “prod prometheus”.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["name"].widget.attrs["placeholder"] = "prod prometheus"

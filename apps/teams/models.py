@@ -136,6 +136,27 @@ class IngestToken(BearerToken):
         pass
 
 
+class MetricsToken(BearerToken):
+    """A team's read-only token for Prometheus scrapes of ``/metrics``.
+
+    A team credential like an ingest token, not a person's: a scrape job must keep
+    working when the member who set it up leaves, and a leaked one shows only the
+    team's aggregated figures, never a trace, and changes nothing.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="metrics_tokens")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta(BearerToken.Meta):
+        pass
+
+
 class InvitationStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     ACCEPTED = "accepted", "Accepted"

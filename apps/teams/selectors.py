@@ -9,6 +9,7 @@ from apps.teams.models import (
     IngestToken,
     Invitation,
     Membership,
+    MetricsToken,
     Role,
     Team,
 )
@@ -45,6 +46,12 @@ def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
 def ingest_tokens_for_team(*, team: Team) -> QuerySet[IngestToken]:
     return (
         IngestToken.objects.filter(team=team).select_related("created_by").order_by("-created_at")
+    )
+
+
+def metrics_tokens_for_team(*, team: Team) -> QuerySet[MetricsToken]:
+    return (
+        MetricsToken.objects.filter(team=team).select_related("created_by").order_by("-created_at")
     )
 
 

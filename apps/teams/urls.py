@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.teams.views import members, teams, tokens
+from apps.teams.views import members, metrics_tokens, teams, tokens
 
 app_name = "teams"
 
@@ -36,5 +36,11 @@ urlpatterns = [
         "<slug:team_slug>/ingest-tokens/<int:token_id>/revoke/",
         tokens.ingest_token_revoke_view,
         name="ingest_token_revoke",
+    ),
+    path("<slug:team_slug>/metrics/", metrics_tokens.metrics_tokens, name="metrics_tokens"),
+    path(
+        "<slug:team_slug>/metrics/<int:token_id>/revoke/",
+        metrics_tokens.metrics_token_revoke_view,
+        name="metrics_token_revoke",
     ),
 ]

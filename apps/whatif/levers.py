@@ -12,16 +12,21 @@ Three kinds of lever, each measured by replaying the same traces with the change
 - **Cache**: a stage whose times fall into two groups far apart (a cache at work, or
   a fast path) is a candidate for serving more requests the fast way; the saving is
   for a share of the remaining requests served at the fast group's median.
+
+Levers are found on top of the scenario being tried: each saving is measured from the
+scenario's own percentile, and no lever touches a stage the scenario removed (there is
+nothing left of it to change), pairs it already runs concurrently, or a stage it caches.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from apps.core.figures import format_ms
 from apps.core.time import NS_PER_MS
-from apps.whatif.changes import CACHE, PARALLEL, SCALE, SHIFT, Change
+from apps.whatif.changes import CACHE, PARALLEL, REMOVE, SCALE, SHIFT, Change
 from apps.whatif.dependency import NO_STAGE, UNLESS_PARALLEL
 from apps.whatif.outcome import QUANTILES, Floats, nearest_rank
 from apps.whatif.replay import ReplayModel, replay
@@ -69,20 +74,54 @@ class LeverStage:
 
 
 class _Measure:
-    """Replays under changes, returning the end-to-end percentile's saving in ms."""
+    """Replays under the scenario plus a lever's changes, returning the end-to-end
+    percentile's saving in ms against the scenario alone."""
 
-    def __init__(self, model: ReplayModel, quantile: float) -> None:
+    def __init__(
+        self,
+        model: ReplayModel,
+        quantile: float,
+        scenario: Sequence[Change],
+        budgets_ms: Mapping[str, int | None],
+    ) -> None:
         self.model = model
         self.quantile = quantile
-        self.base = self.percentile(Scenario())
+        self.scenario = tuple(scenario)
+        self.budgets_ms = budgets_ms
+        self.base = self.percentile(self._compiled(()))
+
+    def _compiled(self, changes: Sequence[Change]) -> Scenario:
+        return scenario_compile(
+            [*self.scenario, *changes],
+            stage_slugs=self.model.stage_slugs,
+            budgets_ms=self.budgets_ms,
+        )
 
     def percentile(self, scenario: Scenario) -> float:
         value = nearest_rank(replay(self.model, scenario, figures=False).e2e_ns, self.quantile)
         return 0.0 if value is None else value
 
     def saving(self, changes: Sequence[Change]) -> float:
-        scenario = scenario_compile(changes, stage_slugs=self.model.stage_slugs, budgets_ms={})
-        return round((self.base - self.percentile(scenario)) / NS_PER_MS, 1)
+        return round((self.base - self.percentile(self._compiled(changes))) / NS_PER_MS, 1)
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """What the scenario already does, which no lever may suggest again."""
+
+    removed: frozenset[str]
+    cached: frozenset[str]
+    concurrent: frozenset[frozenset[str]]
+
+    @classmethod
+    def of(cls, scenario: Sequence[Change]) -> "_Taken":
+        return cls(
+            removed=frozenset(c.stage for c in scenario if c.op == REMOVE),
+            cached=frozenset(c.stage for c in scenario if c.op == CACHE),
+            concurrent=frozenset(
+                frozenset((c.stage, c.with_stage or "")) for c in scenario if c.op == PARALLEL
+            ),
+        )
 
 
 def levers_find(
@@ -91,10 +130,17 @@ def levers_find(
     stages: Sequence[LeverStage],
     percentile: str = "p95",
     hit_ratio: float = DEFAULT_HIT_RATIO,
+    scenario: Sequence[Change] = (),
+    budgets_ms: Mapping[str, int | None] | None = None,
 ) -> dict[str, Any]:
-    """Every lever with its saving at ``percentile``; each list sorted by saving."""
-    measure = _Measure(model, QUANTILES[percentile])
-    present = model.observed_present
+    """Every lever with its saving at ``percentile`` on top of ``scenario`` (the changes
+    being tried; a cap at the budget reads ``budgets_ms``); each list sorted by saving."""
+    measure = _Measure(model, QUANTILES[percentile], scenario, budgets_ms or {})
+    taken = _Taken.of(scenario)
+    present = model.observed_present.copy()
+    for index, stage in enumerate(stages):
+        if stage.slug in taken.removed:
+            present[:, index] = False  # gone from every trace: nothing to speed up
     sensitivity: list[dict[str, Any]] = []
     for index, stage in enumerate(stages):
         if not present[:, index].any():
@@ -114,8 +160,8 @@ def levers_find(
         )
     sensitivity.sort(key=lambda row: (-row["saving_100ms_ms"], row["stage"]))
     levers = [
-        *_concurrent_levers(model, stages, present, measure),
-        *_cache_levers(model, stages, present, measure, hit_ratio),
+        *_concurrent_levers(model, stages, present, measure, taken),
+        *_cache_levers(model, stages, present, measure, hit_ratio, taken),
     ]
     levers.sort(key=lambda lever: (-lever.saving_ms, lever.kind, lever.stage))
     return {
@@ -144,7 +190,11 @@ def _adjacent_pairs(model: ReplayModel) -> dict[tuple[int, int], int]:
 
 
 def _concurrent_levers(
-    model: ReplayModel, stages: Sequence[LeverStage], present: np.ndarray, measure: _Measure
+    model: ReplayModel,
+    stages: Sequence[LeverStage],
+    present: np.ndarray,
+    measure: _Measure,
+    taken: _Taken,
 ) -> list[Lever]:
     levers = []
     for (first, second), count in _adjacent_pairs(model).items():
@@ -153,6 +203,8 @@ def _concurrent_levers(
             continue
         share = count / both
         one, other = stages[first], stages[second]
+        if first != second and frozenset((one.slug, other.slug)) in taken.concurrent:
+            continue
         if first == second:
             if share < REPEATED_SHARE:
                 continue
@@ -217,9 +269,12 @@ def _cache_levers(
     present: np.ndarray,
     measure: _Measure,
     hit_ratio: float,
+    taken: _Taken,
 ) -> list[Lever]:
     levers = []
     for index, stage in enumerate(stages):
+        if stage.slug in taken.cached:
+            continue
         walls = model.observed_wall_ns[present[:, index], index]
         split = bimodal_split(walls)
         if split is None:
@@ -229,9 +284,9 @@ def _cache_levers(
         changes = (Change(stage.slug, CACHE, hit_ratio=hit_ratio, hit_ms=hit_ms),)
         title = f"Serve more of {stage.name} the fast way"
         detail = (
-            f"{fast_share:.0%} of its requests take about {hit_ms:g} ms, the rest about "
-            f"{slow_ns / NS_PER_MS:.0f} ms (a cache at work, or one missing). The saving is "
-            f"for {hit_ratio:.0%} of the slow ones served in {hit_ms:g} ms too."
+            f"{fast_share:.0%} of its requests take about {format_ms(hit_ms)}, the rest about "
+            f"{format_ms(slow_ns / NS_PER_MS)} (a cache at work, or one missing). The saving "
+            f"is for {hit_ratio:.0%} of the slow ones served in {format_ms(hit_ms)} too."
         )
         levers.append(Lever("cache", title, detail, measure.saving(changes), changes, stage.slug))
     return levers

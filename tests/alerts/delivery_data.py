@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from django.utils import timezone
 
+from apps.alerts.formats.text import TEST_PREFIX
 from apps.alerts.models import Channel, Notification, NotificationEvent
 from apps.alerts.payload_types import Payload
 
@@ -14,6 +15,7 @@ TRACE_IDS = ["4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7a3ce929d0e0e47
 
 _FIRING: dict[str, Any] = {
     "type": "alert.firing",
+    "test": False,
     "id": "msg_0",
     "created_at": "2026-03-02T10:15:30.250000Z",
     "reminder": 0,
@@ -79,7 +81,13 @@ def firing_payload(**changes: Any) -> Payload:
 
 
 def resolved_payload() -> Payload:
-    payload = firing_payload(type="alert.resolved")
+    """Resolved on a p95 of 431.2 ms, back under its 500 ms budget."""
+    payload = firing_payload(
+        type="alert.resolved",
+        observed_ms=431.2,
+        over_by_ms=None,
+        summary="rag-chat · stage retrieval p95 431 ms, back under its 500 ms budget",
+    )
     incident = payload["incident"]
     incident["status"] = "resolved"
     incident["ended_at"] = "2026-03-02T10:54:00.5Z"
@@ -89,12 +97,12 @@ def resolved_payload() -> Payload:
 
 
 def trial_payload(channel_slug: str = "oncall") -> Payload:
-    payload = firing_payload(type="alert.test")
+    payload = firing_payload(type="alert.test", test=True)
     rule = payload["rule"]
     rule["slug"], rule["name"], rule["severity"] = "test", f"Test of channel {channel_slug}", "info"
     payload["incident"]["id"] = None
     payload["links"]["incident"] = None
-    payload["summary"] = "Test notification: " + payload["summary"]
+    payload["summary"] = TEST_PREFIX + payload["summary"]
     return payload
 
 

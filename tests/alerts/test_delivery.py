@@ -196,7 +196,10 @@ def test_a_private_target_is_refused_without_the_allow_setting(
 ) -> None:
     with receiving(Reply(204)) as script:
         url = script.url()
-        (notification,) = fired(pipeline, webhook_channel(world.team, url=url))
+        # Saved while the server allowed it; the setting is gone by the time it sends.
+        with LOOPBACK:
+            hook = webhook_channel(world.team, url=url)
+        (notification,) = fired(pipeline, hook)
         result = notification_deliver(notification_id=notification.pk)
 
     assert result.outcome == AttemptOutcome.PERMANENT
@@ -262,8 +265,8 @@ def test_an_email_notification_reaches_its_addresses_with_the_breakdown(
     assert isinstance(message, EmailMultiAlternatives)
     assert message.to == ["a@example.com"]
     assert message.subject.startswith("[WARNING] rag-chat")
-    assert "3,100 ms" in message.body
-    assert "2,500 ms" in message.body
+    assert "3.1 s" in message.body
+    assert "2.5 s" in message.body
     html, mime = message.alternatives[0]
     assert mime == "text/html"
     assert "Open the dashboard" in str(html)

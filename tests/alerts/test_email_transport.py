@@ -67,7 +67,7 @@ def test_the_alert_arrives_with_subject_text_and_html(
     message = mail.message
     assert message["From"] == settings.DEFAULT_FROM_EMAIL
     assert message["To"] == ONCALL
-    assert mail.subject == "[CRITICAL] rag-chat · stage retrieval p95 812 ms > 500 ms budget"
+    assert mail.subject == "[CRITICAL] rag-chat · stage retrieval p95 812.4 ms > 500 ms budget"
     assert message["Message-ID"] == f"<{notification.message_id}@localhost>"
     assert message["X-Latency-Budgets-Message-Id"] == notification.message_id
     assert message["Auto-Submitted"] == "auto-generated"
@@ -79,24 +79,24 @@ def test_the_text_part_has_the_breakdown_links_and_why(
 ) -> None:
     _send(channel)
     text = smtp_server.messages[0].part("text/plain")
-    assert "p95 812 ms over the last 5 min" in text
+    assert "p95 812.4 ms over the last 5 min" in text
     assert "Budget:    500 ms" in text
-    assert "Over by:   312 ms" in text
+    assert "Over by:   312.4 ms" in text
     retrieval = next(line for line in text.splitlines() if line.strip().startswith("Retrieval"))
     assert retrieval.split() == [
         "Retrieval",
         "p95",
-        "812",
+        "812.4",
         "ms",
         "500",
         "ms",
-        "312",
+        "312.4",
         "ms",
         "62",
         "%",
     ]
     generation = next(line for line in text.splitlines() if line.strip().startswith("Generation"))
-    assert generation.split() == ["Generation", "p95", "1,430", "ms", "1,800", "ms", "-", "21", "%"]
+    assert generation.split() == ["Generation", "p95", "1.43", "s", "1.8", "s", "-", "21", "%"]
     for trace_id in TRACE_IDS:
         assert f"/teams/acme/traces/{trace_id}/" in text
     assert (
@@ -113,7 +113,7 @@ def test_the_html_part_has_the_numbers_inline_styles_and_no_external_resources(
 ) -> None:
     _send(channel)
     html = smtp_server.messages[0].part("text/html")
-    for shown in ("812 ms", "500 ms", "312 ms", "62 %", "1,430 ms", "21 %", "Retrieval"):
+    for shown in ("812.4 ms", "500 ms", "312.4 ms", "62 %", "1.43 s", "21 %", "Retrieval"):
         assert shown in html
     assert 'href="http://localhost:8000/teams/acme/alerts/incidents/41/"' in html
     assert f'href="http://localhost:8000/teams/acme/traces/{TRACE_IDS[0]}/"' in html
@@ -146,12 +146,13 @@ def test_the_message_id_is_the_same_on_every_attempt(
         (
             resolved_payload(),
             NotificationEvent.RESOLVED,
-            "[RESOLVED] rag-chat · stage retrieval p95 back under its 500 ms budget (after 42 min)",
+            "[RESOLVED] rag-chat · stage retrieval p95 431.2 ms, back under its 500 ms budget "
+            "(after 42 min 1 s)",
         ),
         (
             trial_payload(),
             NotificationEvent.TEST,
-            "[TEST] rag-chat · stage retrieval p95 812 ms > 500 ms budget",
+            "[TEST] rag-chat · stage retrieval p95 812.4 ms > 500 ms budget (example figures)",
         ),
         (
             firing_payload(type="alert.no_data"),
@@ -166,7 +167,7 @@ def test_the_message_id_is_the_same_on_every_attempt(
         (
             firing_payload(type="alert.firing", reminder=3),
             NotificationEvent.REMINDER,
-            "[CRITICAL] rag-chat · stage retrieval p95 812 ms > 500 ms budget "
+            "[CRITICAL] rag-chat · stage retrieval p95 812.4 ms > 500 ms budget "
             "(still firing, reminder 3)",
         ),
     ],
@@ -181,8 +182,13 @@ def test_the_subject_says_what_happened(
 def test_a_test_message_says_nothing_is_wrong(channel: Channel, smtp_server: SmtpReceiver) -> None:
     _send(channel, trial_payload(), event=NotificationEvent.TEST)
     mail = smtp_server.messages[0]
-    assert "This is a test of the channel “team-mail”: nothing is wrong." in mail.part("text/plain")
-    assert "nothing is wrong" in mail.part("text/html")
+    plain, html = mail.part("text/plain"), mail.part("text/html")
+    assert (
+        "This is a test of the channel “team-mail”: nothing is wrong. Its figures are "
+        "examples, not measurements." in plain
+    )
+    assert "Observed:  p95 812.4 ms (an example)" in plain
+    assert "Its figures are examples, not measurements." in html
     assert "which someone sent a test." in mail.part("text/plain")
 
 
@@ -199,7 +205,10 @@ def test_a_resolved_message_says_for_how_long_it_fired(
     _send(channel, resolved_payload(), event=NotificationEvent.RESOLVED)
     text = smtp_server.messages[0].part("text/plain")
     assert "Fired for: 42 min" in text
-    assert "back under its 500 ms budget" in text
+    assert "rag-chat stage retrieval p95 431.2 ms, back under its 500 ms budget." in text
+    assert "Budget:    p95 500 ms; p95 431.2 ms when it resolved" in text
+    assert "over its" not in text
+    assert "Over by" not in text
 
 
 def test_every_recipient_refused_for_good_is_permanent(
@@ -289,17 +298,18 @@ def test_telling_the_owners_raises_when_mail_cannot_be_sent(
         (
             firing_payload(),
             NotificationEvent.FIRING,
-            "[CRITICAL] Latency alert #41 · p95 812 ms > 500 ms budget",
+            "[CRITICAL] Latency alert #41 · p95 812.4 ms > 500 ms budget",
         ),
         (
             trial_payload(),
             NotificationEvent.TEST,
-            "[TEST] Latency alert test · p95 812 ms > 500 ms budget",
+            "[TEST] Latency alert test · p95 812.4 ms > 500 ms budget (example figures)",
         ),
         (
             resolved_payload(),
             NotificationEvent.RESOLVED,
-            "[RESOLVED] Latency alert #41 · p95 back under its 500 ms budget (after 42 min)",
+            "[RESOLVED] Latency alert #41 · p95 431.2 ms, back under its 500 ms budget "
+            "(after 42 min 1 s)",
         ),
     ],
 )

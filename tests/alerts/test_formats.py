@@ -122,8 +122,8 @@ def test_alertmanager_message_has_every_key_of_version_4(
     annotations = alert["annotations"]
     assert set(annotations) == {"summary", "description", "dashboard", "incident"}
     assert annotations["summary"] == "rag-chat · stage retrieval p95 812 ms over its 500 ms budget"
-    assert "812 ms" in annotations["description"]
-    assert "312 ms over its 500 ms budget" in annotations["description"]
+    assert "812.4 ms" in annotations["description"]
+    assert "312.4 ms over its 500 ms budget" in annotations["description"]
     assert "retrieval 62 %" in annotations["description"]
     assert annotations["dashboard"].endswith("/pipelines/rag-chat/stages/retrieval/")
     assert annotations["incident"].endswith("/alerts/incidents/41/")
@@ -144,7 +144,7 @@ def test_alertmanager_resolved_has_its_end_time(channels: dict[str, Channel]) ->
     ends = datetime.fromisoformat(alert["endsAt"].replace("Z", "+00:00"))
     starts = datetime.fromisoformat(alert["startsAt"].replace("Z", "+00:00"))
     assert (ends - starts).total_seconds() == 2520.5
-    assert "It fired for 42 min." in alert["annotations"]["description"]
+    assert "It fired for 42 min 1 s." in alert["annotations"]["description"]
 
 
 def test_alertmanager_fingerprint_is_stable_per_rule_and_scope(
@@ -193,17 +193,19 @@ def _slack_text(message: dict[str, Any]) -> str:
 
 def test_slack_shows_the_numbers(channels: dict[str, Channel]) -> None:
     message = _decoded(channels["slack"], firing_payload())
-    assert message["text"] == "CRITICAL: rag-chat · stage retrieval p95 812 ms &gt; 500 ms budget"
+    assert message["text"] == "CRITICAL: rag-chat · stage retrieval p95 812.4 ms &gt; 500 ms budget"
     shown = _slack_text(message)
     assert ":rotating_light:" in shown
     assert "*Severity*\ncritical" in shown
     assert "*Pipeline*\nRAG chat answer" in shown
     assert "*Stage*\nRetrieval" in shown
-    assert "*p95 observed*\n812 ms" in shown
+    assert "*p95 observed*\n812.4 ms" in shown
     assert "*Budget*\n500 ms" in shown
-    assert "*Over by*\n312 ms" in shown
-    assert "*Retrieval* 62 % of the critical path, p95 812 ms of 500 ms (over by 312 ms)" in shown
-    assert "*Generation* 21 % of the critical path, p95 1,430 ms of 1,800 ms" in shown
+    assert "*Over by*\n312.4 ms" in shown
+    assert (
+        "*Retrieval* 62 % of the critical path, p95 812.4 ms of 500 ms (over by 312.4 ms)" in shown
+    )
+    assert "*Generation* 21 % of the critical path, p95 1.43 s of 1.8 s" in shown
     assert (
         "<http://localhost:8000/teams/acme/pipelines/rag-chat/stages/retrieval/|Dashboard>" in shown
     )
@@ -215,15 +217,23 @@ def test_slack_shows_the_numbers(channels: dict[str, Channel]) -> None:
 
 def test_slack_resolved_says_resolved_and_for_how_long(channels: dict[str, Channel]) -> None:
     message = _decoded(channels["slack"], resolved_payload())
-    assert message["text"].startswith("Resolved after 42 min: rag-chat · stage retrieval")
-    assert "back under its 500 ms budget" in message["text"]
-    assert ":white_check_mark:" in _slack_text(message)
+    assert message["text"] == (
+        "Resolved after 42 min 1 s: rag-chat · stage retrieval p95 431.2 ms, "
+        "back under its 500 ms budget"
+    )
+    shown = _slack_text(message)
+    assert ":white_check_mark:" in shown
+    assert "*p95 when it resolved*\n431.2 ms" in shown
+    assert "over its" not in shown
 
 
 def test_slack_test_message_says_so(channels: dict[str, Channel]) -> None:
     message = _decoded(channels["slack"], trial_payload())
-    assert message["text"].startswith("Test notification: ")
-    assert "nothing is wrong" in _slack_text(message)
+    assert message["text"] == (
+        "Test notification: rag-chat · stage retrieval p95 812.4 ms &gt; 500 ms budget "
+        "(example figures)"
+    )
+    assert "nothing is wrong, and its figures are examples" in _slack_text(message)
 
 
 def test_slack_reminder_says_still_firing(channels: dict[str, Channel]) -> None:

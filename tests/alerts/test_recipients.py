@@ -154,7 +154,7 @@ def test_after_confirming_by_post_the_address_receives_the_next_alert(
     assert alert.status == NotificationStatus.DELIVERED
     _confirmation, received = to(smtp_server, STRANGER)
     assert received.subject.startswith("[WARNING]")
-    assert "3,100 ms" in received.part("text/plain")
+    assert "3.1 s" in received.part("text/plain")
 
 
 def test_a_declined_address_receives_nothing_more(

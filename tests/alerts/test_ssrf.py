@@ -8,6 +8,7 @@ from ipaddress import ip_address
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ValidationError
 from pytest_django import Settings
 
 from apps.alerts.models import ChannelKind
@@ -115,10 +116,12 @@ def test_internal_hosts_are_refused_and_nothing_reaches_the_receiver(
 def test_the_refusal_names_the_host_the_address_and_its_class(http_receiver: HttpReceiver) -> None:
     with pytest.raises(RequestRefused) as refused:
         _post(http_receiver.url(host="localhost"))
-    assert str(refused.value).startswith(
-        "refused: localhost resolves to 127.0.0.1, a loopback address; set "
-        f"WEBHOOK_ALLOW_PRIVATE_IPS or add http://localhost:{http_receiver.port} to "
-        "WEBHOOK_ALLOWED_HOSTS"
+    assert str(refused.value) == (
+        "refused: localhost resolves to 127.0.0.1, a loopback address, which webhooks may "
+        "not reach. An operator can allow it with a server setting: add "
+        f"http://localhost:{http_receiver.port} to WEBHOOK_ALLOWED_HOSTS (every team), or "
+        "set WEBHOOK_ALLOW_PRIVATE_IPS=true (every address, every team); the web and worker "
+        "processes read these at start, so restart them after the change."
     )
     with pytest.raises(RequestRefused, match=r"169\.254\.169\.254 is a link-local address"):
         _post("http://169.254.169.254/latest/meta-data/")
@@ -166,7 +169,12 @@ def test_a_teams_entry_lets_that_team_through_and_no_other(
     settings.WEBHOOK_ALLOWED_HOSTS = [f"acme=http://localhost:{http_receiver.port}"]
     url = http_receiver.url(host="localhost")
     ours = channel_create(team=world.team, slug="am", kind=ChannelKind.WEBHOOK, url=url)
+    with pytest.raises(ValidationError, match="globex=http://localhost"):
+        channel_create(team=world.other_team, slug="am", kind=ChannelKind.WEBHOOK, url=url)
+    # Saved while another entry held; the send checks again.
+    settings.WEBHOOK_ALLOWED_HOSTS += [f"globex=http://localhost:{http_receiver.port}"]
     theirs = channel_create(team=world.other_team, slug="am", kind=ChannelKind.WEBHOOK, url=url)
+    settings.WEBHOOK_ALLOWED_HOSTS = [f"acme=http://localhost:{http_receiver.port}"]
 
     delivered = WebhookTransport().notify(
         channel=ours, notification=notification_for(ours), timestamp=1700000000
@@ -224,10 +232,15 @@ def test_an_unknown_host_is_a_failure_worth_retrying() -> None:
         _post("http://no-such-host.invalid/hook")
 
 
-def test_the_transport_refuses_permanently(world: TeamWorld, http_receiver: HttpReceiver) -> None:
+def test_the_transport_refuses_permanently(
+    world: TeamWorld, http_receiver: HttpReceiver, settings: Settings
+) -> None:
+    # Saved while the server allowed private addresses; it no longer does.
+    settings.WEBHOOK_ALLOW_PRIVATE_IPS = True
     channel = channel_create(
         team=world.team, slug="internal", kind=ChannelKind.WEBHOOK, url=http_receiver.url()
     )
+    settings.WEBHOOK_ALLOW_PRIVATE_IPS = False
     with pytest.raises(TransportError) as failed:
         WebhookTransport().notify(
             channel=channel, notification=notification_for(channel), timestamp=1700000000

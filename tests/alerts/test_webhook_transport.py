@@ -108,7 +108,7 @@ def test_a_channel_without_a_secret_sends_the_id_and_timestamp_unsigned(
         (
             WebhookFormat.SLACK,
             "text",
-            "CRITICAL: rag-chat · stage retrieval p95 812 ms &gt; 500 ms budget",
+            "CRITICAL: rag-chat · stage retrieval p95 812.4 ms &gt; 500 ms budget",
         ),
     ],
 )

@@ -1,3 +1,5 @@
+import re
+
 import yaml
 from django.test import Client
 from drf_spectacular.validation import validate_schema
@@ -47,3 +49,10 @@ def test_the_docs_page_renders_from_our_own_host(db):
     assert "swagger-ui" in html
     for cdn in ("cdn.jsdelivr", "unpkg.com", "cdnjs", "//cdn."):
         assert cdn not in html
+    # Nothing inline for the Content-Security-Policy to refuse: no style, no script body.
+    assert "<style" not in html
+    assert " style=" not in html
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == []
+    script = Client().get("/api/docs/", {"script": ""})
+    assert script.status_code == 200
+    assert script["Content-Type"].startswith("application/javascript")

@@ -261,6 +261,9 @@ def test_the_objective_reports_budget_and_burn_rates(api: ApiWorld) -> None:
     assert [rate["window"] for rate in body["burn_rates"]] == ["5m", "30m", "1h", "6h", "3d"]
     assert body["burn_rates"][0]["bad_fraction"] == pytest.approx(0.01)
     assert body["burn_rates"][0]["burn_rate"] == pytest.approx(2.0)
+    # All of it in the last ten seconds: no window has data over half its length yet.
+    assert [rate["judged"] for rate in body["burn_rates"]] == [False] * 5
+    assert all(0 <= rate["coverage"] <= 0.05 for rate in body["burn_rates"])
 
 
 def test_a_pipeline_without_an_objective_says_so(api: ApiWorld) -> None:

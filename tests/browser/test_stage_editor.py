@@ -58,15 +58,15 @@ def test_stage_editor_adds_and_reorders_stages_without_reloading(
 
     page.evaluate("window.__marker = 1")
     total = page.locator("#allocation-bar [data-role=total]")
-    expect(total).to_have_text("allocated 0 ms of 2000 ms (0%)")
+    expect(total).to_have_text("allocated 0 ms of 2 s (0%)")
     assert segment_slugs(page) == []
 
     add_stage(page, "Retrieval", "retrieval", "400")
-    expect(total).to_have_text("allocated 400 ms of 2000 ms (20%)")
+    expect(total).to_have_text("allocated 400 ms of 2 s (20%)")
     assert segment_slugs(page) == ["retrieval"]
 
     add_stage(page, "Generation", "generation", "1000")
-    expect(total).to_have_text("allocated 1400 ms of 2000 ms (70%)")
+    expect(total).to_have_text("allocated 1.4 s of 2 s (70%)")
     assert segment_slugs(page) == ["retrieval", "generation"]
     assert stage_slugs(page) == ["retrieval", "generation"]
 

@@ -108,7 +108,7 @@ def test_an_editor_adds_a_no_stage_rule_seeing_what_it_keeps_out(
     expect(result).to_contain_text(
         f"It also keeps {TRACES} spans inside them out of every stage, in {TRACES} traces"
     )
-    expect(result).to_contain_text("until now: 2.0 ms in Retrieval")
+    expect(result).to_contain_text("until now: 2 ms in Retrieval")
     form.screenshot(path=str(SCREENSHOTS / "no_stage_rule_form.png"))
 
     form.get_by_role("button", name="Add rule").click()

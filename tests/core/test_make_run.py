@@ -96,6 +96,9 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
         # Quiet by default: no line per routine task or per accepted request.
         assert not ROUTINE_TASK_LINE.search(output), ROUTINE_TASK_LINE.search(output)
         assert '"POST /v1/traces HTTP/1.1" 200' not in output
+        # No mail is written out whole (the demo's own address is verified, so it gets no
+        # confirmation; tests/core/test_mail_backend.py shows the one line an alert makes).
+        assert "<html" not in log_path.read_text().lower()
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -106,8 +109,17 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
             stop = [sys.executable, "-m", "apps.core.embedded_postgres", "stop"]
             subprocess.run(stop, cwd=ROOT, env=env, check=True, capture_output=True)
         left_behind = _processes_with(f"VAR_DIR={server_var_dir}".encode())
-    # Ctrl-C stops the app: nothing is left listening on the port.
+    # Ctrl-C stops the app: nothing is left listening on the port...
     assert _get(f"{base}/healthz")[0] == 0
+    # ... in order and cleanly: the traffic sent its last spans to a web server still up,
+    # the worker shut down warm, nothing was killed, no error was logged.
+    stopping = log_path.read_text().split("SIGINT received", 1)[1]
+    assert "export failures: 0 (0 spans)" in stopping, stopping
+    assert "Warm shutdown" in stopping
+    for bad in ("ERROR", "Traceback", "SIGKILL", "killed"):
+        assert bad not in stopping, stopping
+    for name in ("traffic", "worker", "web", "scheduler"):
+        assert f"{name}.1 stopped (rc=0)" in stopping, stopping
     # ... and the embedded server with it: no process, no pid file, no socket.
     assert "PostgreSQL stopped" in log_path.read_text()[-2000:]
     assert not embedded_postgres.is_running(var_dir=server.var_dir)

@@ -84,7 +84,8 @@ def test_embedded_defaults_are_a_private_postgres_and_a_broker_without_server(
     code = (
         "from django.conf import settings; db = settings.DATABASES['default']; "
         "print(db['ENGINE']); print(db['HOST']); print(settings.CELERY_BROKER_URL); "
-        "print(settings.CACHES['default']['BACKEND']); print(settings.EMAIL_BACKEND)"
+        "print(settings.CACHES['default']['BACKEND']); print(settings.EMAIL_BACKEND); "
+        "print(settings.EMAIL_FILE_PATH)"
     )
     result = _manage(
         "shell", "--no-imports", "-c", code, tmp_path=tmp_path, embedded=True, DEBUG="true"
@@ -94,7 +95,9 @@ def test_embedded_defaults_are_a_private_postgres_and_a_broker_without_server(
     assert lines[1] == str(embedded_postgres.server_at(var_dir=tmp_path).socket_dir)
     assert lines[2] == "filesystem://localhost/"
     assert lines[3].endswith("LocMemCache")
-    assert lines[4] == "django.core.mail.backends.console.EmailBackend"
+    # A line in the log per message, the whole message in a file under var/mail/.
+    assert lines[4] == "apps.core.mail_backends.OneLineEmailBackend"
+    assert lines[5] == str(tmp_path / "mail")
     # The settings name the embedded server; only `make db` starts one.
     assert not (tmp_path / "postgres").exists()
 

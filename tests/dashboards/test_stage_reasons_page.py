@@ -82,13 +82,13 @@ def test_each_row_says_its_stage_and_why(page: str) -> None:
 def test_the_breakdown_counts_what_the_stage_spans_hold(page: str) -> None:
     # Retrieval: its own 7 ms on the path, the embeddings call's 15 and the query's 145;
     # the flush (3 ms with its redis call) stays out of it.
-    assert cell(page, "retrieval", "critical") == "167.0 ms"
-    assert cell(page, "retrieval", "wall") == "170.0 ms"
-    assert cell(page, "rerank", "critical") == "120.0 ms"
-    assert cell(page, "ttft", "critical") == "250.0 ms"
-    assert cell(page, "generation", "critical") == "400.0 ms"
+    assert cell(page, "retrieval", "critical") == "167 ms"
+    assert cell(page, "retrieval", "wall") == "170 ms"
+    assert cell(page, "rerank", "critical") == "120 ms"
+    assert cell(page, "ttft", "critical") == "250 ms"
+    assert cell(page, "generation", "critical") == "400 ms"
     # The server's own 50 ms, the log write's 10 and the flush's 3.
-    assert re.search(r'data-role="untracked">63.0 ms<', page)
+    assert re.search(r'data-role="untracked">63 ms<', page)
     assert 'data-adds-up="true"' in page
 
 
@@ -189,6 +189,6 @@ def test_without_the_no_stage_rule_the_flush_counts_in_retrieval(world: TeamWorl
     newcomer_pipeline(world.team, no_stage=False)
     ingest(world.team, ordinary_trace(TRACE, now_ns() - HOUR))
     page = client_for(world.viewer).get(detail_url(hex_of(TRACE))).content.decode()
-    assert cell(page, "retrieval", "critical") == "170.0 ms"
-    assert re.search(r'data-role="untracked">60.0 ms<', page)
+    assert cell(page, "retrieval", "critical") == "170 ms"
+    assert re.search(r'data-role="untracked">60 ms<', page)
     assert stage_cell(page, REDIS)[0] == "Retrieval inherited"

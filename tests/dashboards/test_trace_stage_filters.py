@@ -49,9 +49,17 @@ def listed(html: str) -> list[str]:
         ({"stage": "auth"}, []),
     ],
 )
+@pytest.mark.parametrize("walk_rows", [5000, 1, 0])
 def test_traces_are_narrowed_by_what_their_stage_did(
-    traffic: Pipeline, world: TeamWorld, query: dict[str, str], expected: list[int]
+    traffic: Pipeline,
+    world: TeamWorld,
+    query: dict[str, str],
+    expected: list[int],
+    walk_rows: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With few matches or (as the list takes it) many: the same answers."""
+    monkeypatch.setattr("apps.ingest.selectors.traces.WALK_ROWS", walk_rows)
     html = client_for(world.viewer).get(URL, {"pipeline": "rag-chat", **query}).content.decode()
     assert listed(html) == [hex_of(t) for t in expected]
 
@@ -61,8 +69,8 @@ def test_traces_are_narrowed_by_what_their_stage_did(
     [
         ({"stage_over_budget": "on"}, "Pick the stage to filter on."),
         ({"stage": "retrieval"}, "Pick the pipeline of the stage first."),
-        ({"pipeline": "rag-chat", "stage": "nope"}, "Select a valid choice"),
-        ({"pipeline": "rag-chat", "stage": "retrieval", "min_critical_share": "0"}, "greater"),
+        ({"pipeline": "rag-chat", "stage": "nope"}, "RAG chat has no stage “nope”"),
+        ({"pipeline": "rag-chat", "stage": "retrieval", "min_critical_share": "0"}, "1 to 100"),
         ({"pipeline": "rag-chat", "stage": "retrieval", "min_critical_share": "x"}, "number"),
     ],
 )
@@ -85,3 +93,39 @@ def test_another_teams_stage_is_no_choice(traffic: Pipeline, world: TeamWorld) -
     assert "secret-stage" not in html
     response = client_for(world.owner).get(URL, {"pipeline": "theirs", "stage": "secret-stage"})
     assert listed(response.content.decode()) == []
+
+
+@pytest.mark.parametrize(
+    ("budget_ms", "expected"),
+    [
+        (250, [SLOWEST, SLOW]),
+        (300, [SLOWEST]),  # 300 ms is not over a 300 ms budget
+        (299, [SLOWEST, SLOW]),
+        (50, [SLOWEST, FAST, SLOW]),
+        (900, []),
+    ],
+)
+@pytest.mark.parametrize("walk_rows", [5000, 1, 0])
+def test_over_budget_is_judged_by_the_budget_as_it_is_now(
+    traffic: Pipeline,
+    world: TeamWorld,
+    budget_ms: int,
+    expected: list[int],
+    walk_rows: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The traces were analyzed under a 200 ms budget; the filter reads today's."""
+    monkeypatch.setattr("apps.ingest.selectors.traces.WALK_ROWS", walk_rows)
+    traffic.stages.filter(slug="retrieval").update(budget_ms=budget_ms)
+    query = {"pipeline": "rag-chat", "stage": "retrieval", "stage_over_budget": "on"}
+    html = client_for(world.viewer).get(URL, query).content.decode()
+    assert listed(html) == [hex_of(t) for t in expected]
+
+
+@pytest.mark.parametrize(("share", "expected"), [(30, [SLOWEST, SLOW]), (31, [SLOWEST])])
+def test_a_share_of_exactly_the_minimum_counts(
+    traffic: Pipeline, world: TeamWorld, share: int, expected: list[int]
+) -> None:
+    query = {"pipeline": "rag-chat", "stage": "retrieval", "min_critical_share": str(share)}
+    html = client_for(world.viewer).get(URL, query).content.decode()
+    assert listed(html) == [hex_of(t) for t in expected]

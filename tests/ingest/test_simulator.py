@@ -9,6 +9,8 @@ import signal
 import socket
 import stat
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -50,6 +52,7 @@ from apps.teams.models import IngestToken, Team
 from apps.teams.services import ingest_token_create, ingest_token_revoke
 from tests.factories import make_pipeline, make_team
 from tests.ingest.endpoint_helpers import batch_spans
+from tests.processes import ROOT, process_env, wait_for
 from tests.timing import S
 from tests.traces import T0
 
@@ -680,3 +683,75 @@ def test_draining_gives_up_on_a_server_that_is_gone() -> None:
     assert time.monotonic() - began < 3  # the exporter alone would retry for 10 s
     assert exporter.exported_spans == 0
     assert exporter.failed_spans > 0
+
+
+def _simulator_process(*arguments: str, log_path: Path) -> "subprocess.Popen[bytes]":
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "simulate_traffic", *arguments],
+            cwd=ROOT, env=process_env(), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_command_with_every_span_sent_and_status_0(
+    live_server: Any, transactional_db: None, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """As honcho's SIGTERM or a terminal's Ctrl-C: the run ends, what was queued is sent
+    to a server that is still up, and the command exits 0 without a traceback."""
+    team = make_team("acme")
+    make_pipeline(team, "support", match_service="support-bot", match_root_span="POST /answer")
+    _token, raw = ingest_token_create(team=team, name="sim", created_by=None)
+    log_path = tmp_path / "simulator.log"
+    proc = _simulator_process(
+        "--team", "acme", "--pipeline", "support", "--rps", "40", "--url", live_server.url,
+        "--token", raw, log_path=log_path,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: "Sending 40 traces/s" in log_path.read_text(), timeout=60)
+        time.sleep(1.5)  # spans queued and in flight
+        proc.send_signal(sig)
+        returncode = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = log_path.read_text()
+    assert returncode == 0, output
+    assert "Traceback" not in output
+    sent = re.search(r"(\d+) spans exported; export failures: 0 \(0 spans\)", output)
+    assert sent, output
+    stored = sum(batch.span_count for batch in RawBatch.objects.filter(team=team))
+    assert stored == int(sent[1]) > 0
+
+
+@pytest.mark.slow
+def test_a_signal_while_waiting_for_the_server_ends_the_command_at_once(
+    transactional_db: None, tmp_path: Path
+) -> None:
+    team = make_team("acme")
+    make_pipeline(team, "support", match_service="support-bot", match_root_span="POST /answer")
+    _token, raw = ingest_token_create(team=team, name="sim", created_by=None)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there
+    log_path = tmp_path / "simulator.log"
+    proc = _simulator_process(
+        "--team", "acme", "--pipeline", "support", "--url", f"http://127.0.0.1:{port}",
+        "--token", raw, "--wait", "60", log_path=log_path,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: "Waiting for" in log_path.read_text(), timeout=60)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        returncode = proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = log_path.read_text()
+    assert returncode == 0, output
+    assert time.monotonic() - began < 3
+    assert "Stopped before the server answered; nothing was sent." in output
+    assert "Traceback" not in output

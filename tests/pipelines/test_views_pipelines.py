@@ -70,8 +70,8 @@ def test_members_see_the_pipeline_list_with_budget_objective_and_stage_count(
     html = response.content.decode()
     assert "RAG chat" in html
     assert "rag-chat" in html
-    assert "p95 2500 ms" in html
-    assert "99% under 4000 ms" in html
+    assert "p95 2.5 s" in html
+    assert "99% under 4 s" in html
     assert "<td>1</td>" in html
 
 
@@ -162,17 +162,20 @@ def test_create_form_ignores_an_unknown_preset_in_the_link(world: TeamWorld) -> 
     assert response.status_code == 200
 
 
-def test_creating_from_the_rag_preset_adds_its_stages(world: TeamWorld) -> None:
+def test_creating_from_the_rag_preset_adds_its_stages_within_the_budget_typed(
+    world: TeamWorld,
+) -> None:
     client_for(world.editor).post(create_url(), valid_data(preset="rag-chat"))
     pipeline = Pipeline.objects.get(team=world.team, slug="support-answer")
-    assert list(pipeline.stages.values_list("slug", flat=True)) == [
-        "auth",
-        "query-rewrite",
-        "embedding",
-        "retrieval",
-        "rerank",
-        "ttft",
-        "generation",
+    stages = pipeline.stages.order_by("position")
+    # 5, 10, 5, 20 and 45 % of the 2500 ms typed, rounded down to 5 ms under 200 ms
+    # and to 10 ms above: 125, 250, 125, 500 and 1125 -> 1120.
+    assert [(s.slug, s.budget_ms, s.budget_percentile) for s in stages] == [
+        ("embedding", 125, "p95"),
+        ("retrieval", 250, "p95"),
+        ("rerank", 125, "p95"),
+        ("ttft", 500, "p95"),
+        ("generation", 1120, "p95"),
     ]
 
 
@@ -549,6 +552,6 @@ def test_members_see_the_evaluation_settings_on_the_pipeline_page(
     )
     html = client_for(getattr(world, role)).get(pipeline_url("detail", pipeline)).content.decode()
     summary = html.split('data-role="evaluation">')[1].split("</dd>")[0]
-    assert "over the last 600 s" in summary
+    assert "over the last 10 min" in summary
     assert "at least 1 sample;" in summary
     assert "after 5 evaluations in a row" in summary

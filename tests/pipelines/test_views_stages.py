@@ -72,7 +72,7 @@ def test_writers_add_a_stage_at_the_end_and_get_the_editor_back(
     added = stage(pipeline, "auth")
     assert (added.name, added.budget_ms, added.budget_percentile) == ("Auth", 50, "p95")
     assert segments(html) == ["retrieval", "rerank", "generation", "auth"]
-    assert "allocated 1650 ms of 2000 ms (82%)" in html
+    assert "allocated 1.65 s of 2 s (82%)" in html
 
 
 def test_a_stage_without_budget_is_listed_as_unbudgeted(
@@ -196,7 +196,7 @@ def test_writers_edit_a_stage_inline(world: TeamWorld, pipeline: Pipeline, role:
     html = response.content.decode()
     assert response.status_code == 200
     assert (target.name, target.budget_ms, target.budget_percentile) == ("Re-rank", 300, "p99")
-    assert "allocated 1700 ms of 2000 ms (85%)" in html
+    assert "allocated 1.7 s of 2 s (85%)" in html
     assert "other percentile" in html
 
 
@@ -400,9 +400,10 @@ def test_bar_segments_are_sized_by_their_share_of_the_end_to_end_budget(
     assert re.search(r'data-stage="retrieval" style="width: 20.00%"', html)
     assert re.search(r'data-stage="rerank" style="width: 10.00%"', html)
     assert re.search(r'data-stage="generation" style="width: 50.00%"', html)
-    assert "allocated 1600 ms of 2000 ms (80%)" in html
+    assert "allocated 1.6 s of 2 s (80%)" in html
     assert 'data-over="false"' in html
     assert "the real check comes from traces" in html
+    assert "allocation-warning" not in html
 
 
 def test_bar_shows_over_allocation_and_scales_segments_to_fit(
@@ -410,9 +411,16 @@ def test_bar_shows_over_allocation_and_scales_segments_to_fit(
 ) -> None:
     make_stage(pipeline, "ttft", budget_ms=900)
     html = client_for(world.owner).get(stage_url("detail", pipeline)).content.decode()
-    assert "allocated 2500 ms of 2000 ms (125%)" in html
+    assert "allocated 2.5 s of 2 s (125%)" in html
     assert 'data-over="true"' in html
-    assert "over-allocated by 500 ms" in html
+    warning = re.search(r'<p class="allocation-warning"[^>]*>(.*?)</p>', html, flags=re.S)
+    assert warning
+    words = re.sub(r"<[^>]+>", "", warning.group(1))
+    assert words.startswith(
+        "Over-allocated: stages allocate 2.5 s of a 2 s p95 budget (125 %), 500 ms more "
+        "than the end-to-end budget"
+    )
+    assert "/teams/acme/dashboards/rag-chat/fit/" in warning.group(1)
     assert re.search(r'data-stage="generation" style="width: 40.00%"', html)
 
 

@@ -43,6 +43,7 @@ def row(
     start: int,
     values_ns: Sequence[int],
     errors: int = 0,
+    good: int = 0,
 ) -> RollupBucket:
     return RollupBucket(
         team_id=pipeline.team_id,
@@ -53,6 +54,7 @@ def row(
         bucket_start=datetime.fromtimestamp(start, tz=UTC),
         count=len(values_ns),
         error_count=errors,
+        good_count=good,
         sum_ns=sum(values_ns),
         max_ns=max(values_ns),
         sketch=Sketch.from_values(np.asarray(values_ns, dtype=np.float64) / MS).to_bytes(),
@@ -68,8 +70,10 @@ def store_rollups(
     *,
     resolutions: Sequence[int] = RESOLUTIONS,
     keep: Keep | None = None,
+    objective_ns: int | None = None,
 ) -> list[RollupBucket]:
-    """Rows at each resolution for these traces; ``keep(resolution, start)`` drops buckets."""
+    """Rows at each resolution for these traces; ``keep(resolution, start)`` drops buckets.
+    With ``objective_ns``, end-to-end rows count the traces within it as good."""
     series: dict[tuple[int, int, int, int], list[tuple[int, bool]]] = defaultdict(list)
     for trace in traces:
         for resolution in resolutions:
@@ -94,6 +98,9 @@ def store_rollups(
             start=start,
             values_ns=[value for value, _ in items],
             errors=sum(error for _, error in items),
+            good=sum(value <= objective_ns for value, _ in items)
+            if objective_ns is not None and stage_id == E2E_STAGE_ID
+            else 0,
         )
         for (stage_id, measure, resolution, start), items in sorted(series.items())
     ]

@@ -7,6 +7,7 @@ from itertools import pairwise
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from apps.pipelines.models import Pipeline
 from apps.rollups.selectors.objectives import (
@@ -133,3 +134,35 @@ def test_traffic_of_the_bucket_now_falls_in_counts(
     assert (status.total, status.good) == (30, 29)
     assert status.burn_rates
     assert all(rate.total == 30 for rate in status.burn_rates)
+
+
+def test_each_window_says_how_much_of_it_has_data_and_whether_it_is_judged(
+    pipeline: Pipeline,
+) -> None:
+    # Data since 40 minutes ago: all of 5 and 30 minutes, two thirds of the hour.
+    burst(pipeline, timedelta(minutes=40), total=10, good=10)
+    burst(pipeline, timedelta(minutes=1), total=10, good=9)
+
+    status = pipeline_objective_status(pipeline=pipeline, now=NOW)
+
+    assert status is not None
+    assert status.min_coverage == 0.5
+    shares = {rate.window: (rate.coverage, rate.judged) for rate in status.burn_rates}
+    since = 40 * 60 + 5  # from the start of the 10 s bucket holding the first request
+    assert shares == {
+        "5m": (1.0, True),
+        "30m": (1.0, True),
+        "1h": (pytest.approx(since / 3600), True),
+        "6h": (pytest.approx(since / 21600), False),
+        "3d": (pytest.approx(since / 259200), False),
+    }
+
+
+def test_a_lower_minimum_share_judges_shorter_histories(
+    pipeline: Pipeline, settings: Settings
+) -> None:
+    settings.BURN_RATE_MIN_COVERAGE = 0.1
+    burst(pipeline, timedelta(hours=1), total=10, good=10)
+    status = pipeline_objective_status(pipeline=pipeline, now=NOW)
+    assert status is not None
+    assert [rate.judged for rate in status.burn_rates] == [True, True, True, True, False]

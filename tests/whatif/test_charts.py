@@ -15,7 +15,7 @@ def test_both_distributions_share_the_bins_and_the_labels_stay_inside() -> None:
     assert len(chart.before) == 4
     assert len(chart.after) == 3  # an empty bin draws nothing
     assert chart.before[3].title.endswith("or more: 1 (10.0 %)")
-    assert [tick.label for tick in chart.x_ticks] == ["0 ms", "2.00 s", "4.00 s"]
+    assert [tick.label for tick in chart.x_ticks] == ["0 ms", "2 s", "4 s"]
     assert max(tick.position for tick in chart.x_ticks) <= chart.plot.width - chart.plot.right
     now, after = chart.lines
     assert now.leftwards

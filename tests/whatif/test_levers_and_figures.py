@@ -38,6 +38,59 @@ def test_stages_that_always_ran_in_sequence_are_a_lever_worth_their_overlap() ->
     assert sensitivity["a"]["saving_100ms_ms"] == pytest.approx(100, abs=0.5)
 
 
+def test_levers_are_found_on_top_of_the_scenario_and_never_touch_what_it_removed() -> None:
+    rng = np.random.default_rng(3)
+    b_times = rng.uniform(50, 150, 200)
+    traces = [sequential(0, 100, float(b_ms), 400) for b_ms in b_times]
+    stages = [LeverStage(s, s.upper()) for s in "abc"]
+    model = model_of(traces, by_name("a", "b", "c"))
+    as_ran = levers_find(model, stages=stages)
+    assert any("B" in lever["title"] for lever in as_ran["levers"])
+
+    found = levers_find(model, stages=stages, scenario=[Change("b", "remove")])
+
+    # Without b every trace takes a + c = 500 ms: the savings start from there.
+    assert found["base_ms"] == pytest.approx(500, abs=0.1)
+    b_p95 = nearest_rank(b_times, 0.95)
+    assert b_p95 is not None
+    assert as_ran["base_ms"] == pytest.approx(500 + b_p95, abs=0.1)
+    assert [row["stage"] for row in found["sensitivity"]] == ["a", "c"]
+    sensitivity = {row["stage"]: row for row in found["sensitivity"]}
+    assert sensitivity["a"]["saving_100ms_ms"] == pytest.approx(100, abs=0.1)
+    assert sensitivity["c"]["saving_10pct_ms"] == pytest.approx(40, abs=0.1)
+    for lever in found["levers"]:
+        assert lever["stage"] != "b"
+        assert all("b" not in (c["stage"], c.get("with")) for c in lever["changes"])
+        assert "B" not in lever["title"]
+
+
+def test_no_lever_repeats_a_pair_the_scenario_runs_concurrently_or_a_cache_it_has() -> None:
+    rng = np.random.default_rng(4)
+    # c has two speeds (a cache at work): 15 ms or 400 ms.
+    c_times = np.where(rng.uniform(size=300) < 0.4, 15.0, 400.0) * rng.uniform(0.9, 1.1, 300)
+    traces = [sequential(0, 100, float(rng.uniform(50, 150)), float(c)) for c in c_times]
+    stages = [LeverStage(s, s.upper()) for s in "abc"]
+    model = model_of(traces, by_name("a", "b", "c"))
+    kinds = {
+        (lever["kind"], lever["stage"]) for lever in levers_find(model, stages=stages)["levers"]
+    }
+    assert {("concurrent", "a"), ("cache", "c")} <= kinds
+
+    scenario = [
+        Change("a", "parallel", with_stage="b"),
+        Change("c", "cache", hit_ratio=0.5, hit_ms=15),
+    ]
+    found = levers_find(model, stages=stages, scenario=scenario)
+
+    pairs = [
+        {lever["changes"][0]["stage"], lever["changes"][0].get("with")}
+        for lever in found["levers"]
+        if lever["kind"] == "concurrent"
+    ]
+    assert {"a", "b"} not in pairs
+    assert ("cache", "c") not in {(lever["kind"], lever["stage"]) for lever in found["levers"]}
+
+
 def test_a_stage_with_two_speeds_is_a_cache_lever_and_one_speed_is_not() -> None:
     rng = np.random.default_rng(4)
     fast = rng.lognormal(np.log(15), 0.2, 400)

@@ -1,6 +1,7 @@
 """The what-if page: a scenario in its URL, before and after, levers, saved scenarios."""
 
 import re
+from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -31,7 +32,20 @@ def test_the_page_shows_before_and_after_and_the_levers(chat: Chat, eager: None)
     assert "Generation \u00d7 0.8" in html
     assert "Rerank removed" in html
     assert 'data-role="saving"' in html
-    assert html.count('<tr data-stage="') >= 2 * 9  # the stage table and the sensitivity
+    assert html.count('<tr data-stage="') == 9 + 8  # the stage table and the sensitivity
+    # The levers are found on top of the scenario: none touches the removed Rerank, and
+    # trying one keeps the scenario's changes.
+    levers = html.split('<table class="levers">')[1].split("</table>")[0]
+    sensitivity = html.split('<table class="sensitivity">')[1].split("</table>")[0]
+    titles = re.findall(r"<strong>(.*?)</strong>", levers)
+    assert titles
+    assert not [title for title in titles if "Rerank" in title]
+    assert not re.search(r'data-lever="\w+-rerank"', levers)
+    assert 'data-stage="rerank"' not in sensitivity
+    tries = re.findall(r'<a href="([^"]+)"[^>]*>Try it', levers)
+    assert tries
+    for url in tries:
+        assert changes_of(unescape(url))[:2] == ["generation:scale:0.8", "rerank:remove"]
     assert "Which stage's milliseconds reach the p95" in html
     assert "Try it" in html
     assert "300 traces replayed of 300" in html

@@ -10,8 +10,10 @@ from rest_framework.response import Response
 
 from apps.alerts.access import channel_for_user, team_for_request
 from apps.alerts.apis.serializers import (
+    ChannelCreatedOutput,
     ChannelInput,
     ChannelOutput,
+    ChannelSavedOutput,
     ChannelSecretOutput,
     ChannelUpdateInput,
     NotificationOutput,
@@ -90,10 +92,15 @@ class ChannelCreateApi(ApiView):
             "Each address of an e-mail channel is mailed a confirmation and receives nothing "
             "else until it confirms (see `recipients`); those e-mails count against the "
             "account's hourly allowance (429 past it), and an account holds at most "
-            "`ACCOUNT_MAX_CHANNELS` channels over all its teams (400 past it)."
+            "`ACCOUNT_MAX_CHANNELS` channels over all its teams (400 past it). A webhook URL "
+            "is checked by the rule its sends follow: a host that is or resolves to a "
+            "private, loopback or link-local address is a 400 on `url` naming the server "
+            "setting that would allow it (`WEBHOOK_ALLOWED_HOSTS`, "
+            "`WEBHOOK_ALLOW_PRIVATE_IPS`); a host that does not resolve now is saved, with "
+            "a line in `warnings`."
         ),
         request=InputSerializer,
-        responses={201: ChannelSecretOutput, **RATED},
+        responses={201: ChannelCreatedOutput, **RATED},
         write=True,
         tags=TAGS,
     )
@@ -103,7 +110,7 @@ class ChannelCreateApi(ApiView):
         serializer.is_valid(raise_exception=True)
         with api_field_names(CREATE_ERRORS), rates_as_429():
             channel = channel_create(team=team, **serializer.validated_data)
-        data = ChannelSecretOutput(channel_row(channel, can_write=True)).data
+        data = ChannelCreatedOutput(channel_row(channel, can_write=True)).data
         return Response(data, status=status.HTTP_201_CREATED)
 
 
@@ -133,10 +140,11 @@ class ChannelUpdateApi(ApiView):
         description=(
             "Only the fields sent change; the kind and slug stay. `enabled: true` puts a "
             "channel disabled after failures back in service, `false` takes it out. New "
-            "addresses are mailed a confirmation, as on creation (429 past the allowance)."
+            "addresses are mailed a confirmation, as on creation (429 past the allowance); "
+            "a new webhook URL is checked as on creation (400 on `url`, or `warnings`)."
         ),
         request=InputSerializer,
-        responses={200: ChannelOutput, **RATED},
+        responses={200: ChannelSavedOutput, **RATED},
         write=True,
         tags=TAGS,
     )
@@ -151,7 +159,7 @@ class ChannelUpdateApi(ApiView):
             channel = channel_enable(channel=channel)
         elif data.get("enabled") is False and channel.is_enabled:
             channel_disable(channel=channel, reason=f"Disabled by {request_user(request)}.")
-        return Response(ChannelOutput(channel_row(channel, can_write=True)).data)
+        return Response(ChannelSavedOutput(channel_row(channel, can_write=True)).data)
 
 
 class ChannelDeleteApi(ApiView):

@@ -27,6 +27,7 @@ from apps.alerts.models import (
     WebhookFormat,
 )
 from apps.alerts.services.channels import MAX_ADDRESSES
+from apps.alerts.services.payloads import incident_summary
 
 MAX_VIOLATION_MINUTES = 1440
 MAX_RULE_CHANNELS = 50
@@ -371,6 +372,30 @@ class ChannelSecretOutput(ChannelOutput):
         ref_name = "ChannelWithSecret"
 
 
+_WARNINGS_HELP = (
+    "What the save has to say without refusing it: a webhook host that does not resolve "
+    "now (each send resolves it again). Empty when all is well."
+)
+
+
+class ChannelCreatedOutput(ChannelSecretOutput):
+    warnings = serializers.ListField(
+        source="channel.url_warning_list", child=serializers.CharField(), help_text=_WARNINGS_HELP
+    )
+
+    class Meta:
+        ref_name = "ChannelCreated"
+
+
+class ChannelSavedOutput(ChannelOutput):
+    warnings = serializers.ListField(
+        source="channel.url_warning_list", child=serializers.CharField(), help_text=_WARNINGS_HELP
+    )
+
+    class Meta:
+        ref_name = "ChannelSaved"
+
+
 # --- Rules -----------------------------------------------------------------------------------
 
 
@@ -496,7 +521,11 @@ class IncidentFactsOutput(serializers.Serializer):
     """What the notifications said; keys a kind of rule does not have are null or empty."""
 
     percentile = serializers.CharField(allow_null=True)
-    observed_ms = serializers.FloatField(allow_null=True, help_text="At the latest evaluation.")
+    observed_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="At the latest evaluation while firing; once resolved, the figure it "
+        "resolved on.",
+    )
     peak_ms = serializers.FloatField(allow_null=True, help_text="The highest while firing.")
     budget_ms = serializers.IntegerField(allow_null=True)
     window_s = serializers.IntegerField(allow_null=True)
@@ -533,10 +562,22 @@ class IncidentOutput(serializers.Serializer):
     resolved_at = serializers.DateTimeField(allow_null=True)
     resolution = serializers.ChoiceField(choices=[*Resolution.choices, ("", "")])
     duration_s = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField()
     facts = IncidentFactsOutput()
 
     class Meta:
         ref_name = "Incident"
+
+    @extend_schema_field(
+        {
+            "type": "string",
+            "description": "One line, as the notifications say it: what fired, or once "
+            "resolved the figure back under budget (“p95 123 ms, back under its 150 ms "
+            "budget”).",
+        }
+    )
+    def get_summary(self, incident: Incident) -> str:
+        return incident_summary(incident=incident)
 
     @extend_schema_field({"type": "string", "description": "`e2e`, `stage:<slug>` or `objective`."})
     def get_scope(self, incident: Incident) -> str:

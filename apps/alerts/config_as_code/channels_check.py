@@ -1,12 +1,17 @@
 """What a webhook in the file may only keep from the database, checked once the team is
-known: a URL in the form viewers see, and a ``secret_env`` this door may not read."""
+known: a URL in the form viewers see, and a ``secret_env`` this door may not read; and a
+new or changed URL by the rule its sends follow (``services.webhook_targets``), so that
+a plan shows the refusal at the URL's line rather than the apply failing."""
 
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import ValidationError
+
 from apps.alerts.config_as_code.channels_schema import ChannelSpec, ChannelsSpec
 from apps.alerts.config_as_code.selectors import channels_for_config
 from apps.alerts.models import Channel, ChannelKind
+from apps.alerts.services.webhook_targets import webhook_url_clean
 from apps.alerts.webhook_urls import url_as_written, url_is_hidden
 from apps.pipelines.config_as_code.reader import Reader
 from apps.pipelines.config_as_code.steps import PlanOptions
@@ -27,6 +32,21 @@ def _hidden_url(url: str) -> str:
         f"“{url}” is a webhook URL with its path hidden, as viewers see it, and it is not "
         "this channel's stored URL in that form: write the whole URL."
     )
+
+
+def _check_address(spec: ChannelSpec, stored_url: str, team: Team, reader: Reader) -> None:
+    """A new or changed URL, by the rule its sends follow, as the service will at apply."""
+    url = url_as_written(written=spec.url, stored=stored_url).strip()
+    if not url or url == stored_url:
+        return
+    try:
+        warning = webhook_url_clean(url=url, team_slug=team.slug)
+    except ValidationError as exc:
+        for message in exc.message_dict.get("url", exc.messages):
+            reader.error(spec.url_line, message)
+        return
+    if warning:
+        reader.warning(spec.url_line, f"channel {spec.slug}: {warning}")
 
 
 def _check(spec: ChannelSpec, stored: Channel | None, reader: Reader) -> None:
@@ -50,4 +70,10 @@ def check_channels(
         if channel.kind != ChannelKind.WEBHOOK:
             continue
         stored = current.get(channel.slug)
-        _check(channel, stored if stored and stored.kind == ChannelKind.WEBHOOK else None, reader)
+        webhook = stored if stored and stored.kind == ChannelKind.WEBHOOK else None
+        errors = len(reader.errors)
+        _check(channel, webhook, reader)
+        # A team the file creates is checked when applied: its slug may name it in
+        # WEBHOOK_ALLOWED_HOSTS, and the service checks with it.
+        if team is not None and len(reader.errors) == errors:
+            _check_address(channel, webhook.url if webhook else "", team, reader)

@@ -51,7 +51,7 @@ def _fields(payload: Payload) -> list[str]:
     ]
     if payload["percentile"] is not None:
         resolved = text.event(payload) == text.RESOLVED
-        seen = "while firing" if resolved else "observed"
+        seen = "when it resolved" if resolved else "observed"
         fields += [
             f"*{payload['percentile']} {seen}*\n{text.ms(payload['observed_ms'])}",
             f"*Budget*\n{text.ms(payload['budget_ms'])}",

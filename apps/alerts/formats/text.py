@@ -1,9 +1,16 @@
 """Numbers and phrases that every format shows the same way (Slack, Alertmanager, e-mail)."""
 
 from apps.alerts.payload_types import Payload
+from apps.core.figures import format_ms, format_seconds
 
 FIRING, RESOLVED, NO_DATA, TEST = "firing", "resolved", "no_data", "test"
 MISSING = "-"
+# How a test's texts start: its figures are made up, and every reader must see so.
+TEST_PREFIX = "Test notification, example figures (nothing is wrong): "
+EXAMPLE_NOTE = " (example figures)"
+# Incident resolutions, as the payload's ``incident.resolution`` spells them.
+RESOLVED_FOR_NO_DATA = "no_data"
+RESOLVED_BY_RULE_CHANGE = "rule_changed"
 _EVENTS = {
     "alert.firing": FIRING,
     "alert.resolved": RESOLVED,
@@ -18,11 +25,8 @@ def event(payload: Payload) -> str:
 
 
 def ms(value: float | None) -> str:
-    if value is None:
-        return MISSING
-    if abs(value) >= 10:
-        return f"{value:,.0f} ms"
-    return f"{value:.1f} ms"
+    """A duration as the pages write it ("812 ms", "1.43 s")."""
+    return MISSING if value is None else format_ms(value)
 
 
 def rate(value: float | None) -> str:
@@ -34,20 +38,8 @@ def share(value: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """12 s, 5 min, 1 h 20 min, 2 d 3 h: two units at most, rounded down."""
-    if seconds is None:
-        return ""
-    total = int(seconds)
-    if total < 60:
-        return f"{total} s"
-    minutes, hours, days = total // 60, total // 3600, total // 86400
-    if hours == 0:
-        return f"{minutes} min"
-    if days == 0:
-        rest = minutes % 60
-        return f"{hours} h {rest} min" if rest else f"{hours} h"
-    rest = hours % 24
-    return f"{days} d {rest} h" if rest else f"{days} d"
+    """A length of time in seconds as the pages write it: 12 s, 5 min, 1 h 20 min, 2 d 3 h."""
+    return "" if seconds is None else format_seconds(seconds)
 
 
 def scope(payload: Payload) -> str:
@@ -59,21 +51,67 @@ def is_burn_rate(payload: Payload) -> bool:
     return bool(payload["burn_rates"]) or payload["percentile"] is None
 
 
+def resolved_words(
+    *,
+    percentile: str | None,
+    observed_ms: float | None,
+    budget_ms: float | None,
+    resolution: str | None,
+) -> str:
+    """How a resolved violation reads: "p95 123 ms, back under its 150 ms budget".
+
+    The figure is the one seen when it resolved. A rule with a factor resolves once the
+    percentile is under that factor of its budget, possibly still over the budget itself:
+    then it says so instead of "back under".
+    """
+    budget = ms(budget_ms)
+    if resolution == RESOLVED_FOR_NO_DATA:
+        return (
+            f"{percentile}: too few traces to judge its {budget} budget, resolved for lack of data"
+        )
+    if resolution == RESOLVED_BY_RULE_CHANGE:
+        return f"{percentile} against its {budget} budget: resolved when the rule changed"
+    if observed_ms is None:
+        return f"{percentile} back under its {budget} budget"
+    if budget_ms is not None and observed_ms > budget_ms:
+        return (
+            f"{percentile} {ms(observed_ms)}, no longer over the alert's threshold "
+            f"({budget} budget)"
+        )
+    return f"{percentile} {ms(observed_ms)}, back under its {budget} budget"
+
+
+def burn_resolved_words(resolution: str | None) -> str:
+    if resolution == RESOLVED_FOR_NO_DATA:
+        return "objective: no requests to judge, resolved for lack of data"
+    if resolution == RESOLVED_BY_RULE_CHANGE:
+        return "objective burn rate: resolved when the rule changed"
+    return "objective burn rate back within its limits"
+
+
 def observation(payload: Payload) -> str:
     """What was seen against the budget, short enough for a subject line."""
     kind = event(payload)
+    resolution = payload["incident"]["resolution"]
     if is_burn_rate(payload):
         if kind == RESOLVED:
-            return "objective burn rate back within its limit"
+            return burn_resolved_words(resolution)
         if kind == NO_DATA:
             return "objective: no requests to judge"
-        return burn_rate_phrase(payload) or "objective burning too fast"
+        said = burn_rate_phrase(payload) or "objective burning too fast"
+        return said + EXAMPLE_NOTE if kind == TEST else said
     percentile, budget = payload["percentile"], ms(payload["budget_ms"])
     if kind == RESOLVED:
-        return f"{percentile} back under its {budget} budget"
+        return resolved_words(
+            percentile=percentile,
+            observed_ms=payload["observed_ms"],
+            budget_ms=payload["budget_ms"],
+            resolution=resolution,
+        )
     if kind == NO_DATA:
         return f"{percentile}: too few traces to judge the {budget} budget"
-    return f"{percentile} {ms(payload['observed_ms'])} > {budget} budget"
+    said = f"{percentile} {ms(payload['observed_ms'])} > {budget} budget"
+    return said + EXAMPLE_NOTE if kind == TEST else said
 
 
 def burn_rate_phrase(payload: Payload) -> str:
@@ -96,19 +134,22 @@ def description(payload: Payload) -> str:
     window = duration(payload["window_s"])
     parts: list[str] = []
     if kind == TEST:
-        parts.append("A test notification: nothing is wrong.")
+        parts.append("A test notification: nothing is wrong, and its figures are examples.")
     if is_burn_rate(payload):
-        parts.append(payload["summary"].removeprefix("Test notification: ") + ".")
+        parts.append(payload["summary"].removeprefix(TEST_PREFIX) + ".")
     elif kind == NO_DATA:
         parts.append(
             f"{payload['pipeline']['slug']} {where}: too few traces in the last {window} to "
             f"judge its {payload['percentile']} budget of {ms(payload['budget_ms'])}."
         )
     elif kind == RESOLVED:
-        parts.append(
-            f"{payload['pipeline']['slug']} {where} {payload['percentile']} is back under its "
-            f"{ms(payload['budget_ms'])} budget."
+        said = resolved_words(
+            percentile=payload["percentile"],
+            observed_ms=payload["observed_ms"],
+            budget_ms=payload["budget_ms"],
+            resolution=payload["incident"]["resolution"],
         )
+        parts.append(f"{payload['pipeline']['slug']} {where} {said}.")
     else:
         over = payload["over_by_ms"]
         parts.append(

@@ -15,7 +15,8 @@ from apps.alerts.models import AlertRule, ConditionKind, RuleScope, Severity
 from apps.alerts.payload_types import BurnRateFacts
 from apps.pipelines.models import Stage
 from apps.rollups.models import Violation
-from apps.rollups.selectors.objectives import good_total
+from apps.rollups.selectors.data_span import pipeline_data_from
+from apps.rollups.selectors.objectives import good_total, window_coverage, window_judged
 
 E2E_KEY = "e2e"
 OBJECTIVE_KEY = "objective"
@@ -117,6 +118,11 @@ def _burn_observation(rule: AlertRule, now: datetime) -> dict[str, Observation]:
     _, recent = rate(int(no_data_after(rule).total_seconds()))
     if not recent:
         return {OBJECTIVE_KEY: Observation(scope_key=OBJECTIVE_KEY, holds=None)}
+    data_from = pipeline_data_from(pipeline_id=pipeline.pk)
+
+    def judged(seconds: int) -> bool:
+        return window_judged(window_coverage(data_from=data_from, seconds=seconds, now=now))
+
     holding: list[BurnRateFacts] = []
     pairs: list[BurnRateFacts] = []
     for pair in burn_windows_for(rule.burn_windows):
@@ -132,9 +138,12 @@ def _burn_observation(rule: AlertRule, now: datetime) -> dict[str, Observation]:
         }
         pairs.append(facts)
         # A short window needs the pipeline's sample floor: one slow request in an
-        # empty five minutes is not a burn.
+        # empty five minutes is not a burn. Each window needs data over enough of it: a
+        # new pipeline's first minutes are no burn over three days.
         if (
-            long_rate is not None
+            judged(pair["long_s"])
+            and judged(pair["short_s"])
+            and long_rate is not None
             and short_rate is not None
             and short_total >= pipeline.min_samples
             and long_rate >= pair["factor"]
@@ -160,6 +169,27 @@ def _burn_observation(rule: AlertRule, now: datetime) -> dict[str, Observation]:
                 "example_trace_ids": [],
             },
         )
+    }
+
+
+def closing_facts(*, facts: dict[str, Any], observation: Observation | None) -> dict[str, Any]:
+    """The figures an incident resolves on, to say "back under" with the figure seen then.
+
+    A violation rule's scope has no observation once its violation closed: the closed
+    violation's last evaluation is the figure. A burn-rate rule's observation carries
+    every pair's rates at that moment.
+    """
+    if observation is not None and "burn_rates" in observation.facts:
+        return {"burn_rates": observation.facts["burn_rates"]}
+    violation_id = facts.get("violation_id")
+    if violation_id is None:
+        return {}
+    last = Violation.objects.filter(pk=violation_id).values("observed_ms", "sample_count").first()
+    if last is None:
+        return {}
+    return {
+        "observed_ms": round(last["observed_ms"], 3),
+        "sample_count": last["sample_count"],
     }
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from apps.alerts.models import Channel, ChannelKind, Notification, NotificationStatus, WebhookFormat
 from apps.alerts.services.recipients import recipients_release, recipients_sync
+from apps.alerts.services.webhook_targets import webhook_url_clean
 from apps.alerts.transports.signing import secret_generate, secret_is_valid
 from apps.teams.accounts import account_cap_error, account_lock, account_teams
 from apps.teams.models import Team
@@ -42,8 +43,11 @@ def _clean_addresses(addresses: Sequence[str]) -> list[str]:
     return cleaned
 
 
-def _clean(channel: Channel) -> None:
-    """Kind-specific rules, then the model's own (slug, lengths, uniqueness)."""
+def _clean(channel: Channel, *, stored_url: str | None = None) -> None:
+    """Kind-specific rules, then the model's own (slug, lengths, uniqueness).
+
+    A webhook URL other than ``stored_url`` (the one saved before; None for a new
+    channel) is judged by the rule its sends follow (``webhook_url_clean``)."""
     if channel.kind == ChannelKind.EMAIL:
         channel.email_to = _clean_addresses(channel.email_to)
         channel.url, channel.secret, channel.secret_env = "", "", ""
@@ -55,6 +59,8 @@ def _clean(channel: Channel) -> None:
             _url_validator(channel.url)
         except ValidationError:
             raise ValidationError({"url": "Give an http:// or https:// URL."}) from None
+        if channel.url != stored_url:
+            channel.url_warning = webhook_url_clean(url=channel.url, team_slug=channel.team.slug)
         if channel.secret and not secret_is_valid(channel.secret):
             raise ValidationError(
                 {"secret": "A signing secret is “whsec_” followed by base64 (at least 24 bytes)."}
@@ -94,7 +100,9 @@ def channel_create(
     secret_env: str = "",
 ) -> Channel:
     """A new channel; a webhook without a secret gets a fresh one, and an e-mail
-    channel's addresses their confirmation e-mails."""
+    channel's addresses their confirmation e-mails. A webhook URL that a send would
+    refuse is a ValidationError on ``url``; one whose host does not resolve now is saved,
+    and ``channel.url_warning`` says so."""
     channel = Channel(
         team=team,
         slug=slug,
@@ -125,7 +133,9 @@ def channel_update(
     secret_env: str | None = None,
 ) -> Channel:
     """Change what is given; the kind and slug stay. A secret of "" keeps the current one.
-    New addresses are asked to confirm; removed ones are forgotten, but not their no."""
+    New addresses are asked to confirm; removed ones are forgotten, but not their no.
+    A new webhook URL is checked as on creation (``channel.url_warning`` says more)."""
+    stored_url = channel.url
     if name is not None:
         channel.name = name
     if email_to is not None:
@@ -138,7 +148,7 @@ def channel_update(
         channel.secret = secret
     if secret_env is not None:
         channel.secret_env = secret_env
-    _clean(channel)
+    _clean(channel, stored_url=stored_url)
     channel.save()
     recipients_sync(channel=channel, now=timezone.now())
     return channel

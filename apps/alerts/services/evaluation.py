@@ -28,7 +28,7 @@ from apps.alerts.models import (
     NotificationEvent,
     Resolution,
 )
-from apps.alerts.selectors.observations import Observation, rule_observations
+from apps.alerts.selectors.observations import Observation, closing_facts, rule_observations
 from apps.alerts.services.incidents import incident_follow, incident_open, incident_resolve
 from apps.alerts.services.notifications import notifications_write
 from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
@@ -82,13 +82,20 @@ class _Step:
         self.result.fired += 1
         self.notify(incident, NotificationEvent.FIRING)
 
-    def resolve(self, state: AlertState, resolution: str) -> None:
+    def resolve(
+        self, state: AlertState, resolution: str, observation: Observation | None = None
+    ) -> None:
         incident = state.incident
         state.status, state.incident, state.condition_since = AlertStatus.OK, None, None
         state.changed_at = self.now
         if incident is None:
             return
-        incident_resolve(incident=incident, resolution=resolution, now=self.now)
+        closing = (
+            closing_facts(facts=incident.facts, observation=observation)
+            if resolution == Resolution.RECOVERED
+            else None
+        )
+        incident_resolve(incident=incident, resolution=resolution, now=self.now, closing=closing)
         self.result.resolved += 1
         if self.rule.notify_on_resolve and incident.announced:
             self.notify(incident, NotificationEvent.RESOLVED)
@@ -141,7 +148,7 @@ class _Step:
             return
         if observation is None or not observation.holds:
             if state.status == AlertStatus.FIRING:
-                self.resolve(state, Resolution.RECOVERED)
+                self.resolve(state, Resolution.RECOVERED, observation)
             elif state.status == AlertStatus.PENDING:
                 state.status, state.condition_since = AlertStatus.OK, None
                 state.changed_at = self.now

@@ -65,10 +65,22 @@ def incident_follow(*, incident: Incident, facts: dict[str, Any], severity: str 
         incident.save(update_fields=changed)
 
 
-def incident_resolve(*, incident: Incident, resolution: str, now: datetime) -> None:
+def incident_resolve(
+    *,
+    incident: Incident,
+    resolution: str,
+    now: datetime,
+    closing: dict[str, Any] | None = None,
+) -> None:
+    """Close it; ``closing`` are the figures seen as it resolved (``closing_facts``), which
+    the resolved notification states: the value back under budget, not the last one over."""
     incident.resolved_at = now
     incident.resolution = resolution
-    incident.save(update_fields=["resolved_at", "resolution"])
+    fields = ["resolved_at", "resolution"]
+    if closing:
+        incident.facts = {**incident.facts, **closing}
+        fields.append("facts")
+    incident.save(update_fields=fields)
 
 
 def incidents_close_for_rule(*, rule: AlertRule, now: datetime) -> int:

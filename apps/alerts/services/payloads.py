@@ -7,8 +7,10 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from apps.alerts.formats import text
 from apps.alerts.models import AlertRule, Incident, NotificationEvent
 from apps.alerts.payload_types import Links, Named, Payload, StageShare
+from apps.core.figures import format_seconds
 from apps.core.time import align_down
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.selectors.percentiles import pipeline_percentiles
@@ -69,22 +71,54 @@ def top_stages(*, pipeline: Pipeline, window_s: int, now: datetime) -> list[Stag
     return shares
 
 
-def summary(*, pipeline_slug: str, stage: Named | None, facts: dict[str, Any]) -> str:
-    if facts.get("burn_rates") and facts.get("percentile") is None:
-        pair = facts["burn_rates"][0]
+def summary(
+    *,
+    pipeline_slug: str,
+    stage: Named | None,
+    facts: dict[str, Any],
+    resolution: str | None = None,
+) -> str:
+    """One line about the incident; ``resolution`` once it resolved, None while it fires."""
+    if facts.get("percentile") is None and facts.get("objective_threshold_ms") is not None:
+        objective = (
+            f"its objective ({facts['objective_target']:g} % under "
+            f"{text.ms(facts['objective_threshold_ms'])})"
+        )
+        if resolution:
+            return f"{pipeline_slug} · {text.burn_resolved_words(resolution)}: {objective}"
+        pairs = facts.get("burn_rates") or []
+        if not pairs:
+            return f"{pipeline_slug} burns {objective} too fast"
+        pair = pairs[0]
         rate = pair["long_burn_rate"]
         shown = f"{rate:.1f} times the allowed rate" if rate is not None else "too fast"
-        hours = pair["long_window_s"] / 3600
-        return (
-            f"{pipeline_slug} burns its objective ({facts['objective_target']:g} % under "
-            f"{facts['objective_threshold_ms']} ms) at {shown} over {hours:g} h"
-        )
+        over = format_seconds(pair["long_window_s"])
+        return f"{pipeline_slug} burns {objective} at {shown} over {over}"
     where = f"stage {stage['slug']}" if stage else "end to end"
-    observed = facts.get("observed_ms")
-    shown = f"{observed:,.0f} ms" if observed is not None else "?"
+    observed, budget = facts.get("observed_ms"), facts.get("budget_ms")
+    if resolution:
+        said = text.resolved_words(
+            percentile=facts.get("percentile"),
+            observed_ms=observed,
+            budget_ms=budget,
+            resolution=resolution,
+        )
+        return f"{pipeline_slug} · {where} {said}"
+    shown = text.ms(observed) if observed is not None else "?"
     return (
         f"{pipeline_slug} · {where} {facts.get('percentile')} {shown} over its "
-        f"{facts.get('budget_ms')} ms budget"
+        f"{text.ms(budget)} budget"
+    )
+
+
+def incident_summary(*, incident: Incident) -> str:
+    """The incident's line as its pages show it: what it fired on, or how it resolved."""
+    stage = incident.stage
+    return summary(
+        pipeline_slug=incident.pipeline.slug,
+        stage={"slug": stage.slug, "name": stage.name} if stage else None,
+        facts=incident.facts,
+        resolution=(incident.resolution or None) if incident.resolved_at else None,
     )
 
 
@@ -121,6 +155,7 @@ def incident_payload(
     observed, budget = facts.get("observed_ms"), facts.get("budget_ms")
     return {
         "type": _TYPES[NotificationEvent(event)],
+        "test": False,
         "id": message_id,
         "created_at": _iso(now) or "",
         "reminder": incident.reminders if event == NotificationEvent.REMINDER else 0,
@@ -158,14 +193,20 @@ def incident_payload(
         "top_stages": facts.get("top_stages", []),
         "example_trace_ids": facts.get("example_trace_ids", []),
         "links": _links(team, pipeline, stage, incident.pk, facts.get("example_trace_ids", [])),
-        "summary": summary(pipeline_slug=pipeline.slug, stage=stage_named, facts=facts),
+        "summary": summary(
+            pipeline_slug=pipeline.slug,
+            stage=stage_named,
+            facts=facts,
+            resolution=(incident.resolution or None) if resolved else None,
+        ),
     }
 
 
 def payload_for_channel_test(
     *, team: Team, channel_slug: str, message_id: str, now: datetime
 ) -> Payload:
-    """A made-up firing alert about the team's first pipeline, marked as a test."""
+    """A firing alert about the team's first pipeline with made-up figures, marked as a
+    test in its type, its ``test`` field, its rule and its summary."""
     pipeline = team.pipelines.order_by("name").first()
     stage = pipeline.stages.order_by("position").first() if pipeline else None
     pipeline_named: Named = (
@@ -195,6 +236,7 @@ def payload_for_channel_test(
     )
     return {
         "type": "alert.test",
+        "test": True,
         "id": message_id,
         "created_at": _iso(now) or "",
         "reminder": 0,
@@ -228,6 +270,6 @@ def payload_for_channel_test(
         "top_stages": shares,
         "example_trace_ids": [],
         "links": {"dashboard": dashboard, "incident": None, "traces": []},
-        "summary": "Test notification: "
+        "summary": text.TEST_PREFIX
         + summary(pipeline_slug=pipeline_named["slug"], stage=stage_named, facts=facts),
     }

@@ -55,6 +55,7 @@ def alert_context(channel: Channel, payload: Payload) -> dict[str, Any]:
         "burn_rate": text.is_burn_rate(payload),
         "percentile": payload["percentile"],
         "observed": text.ms(payload["observed_ms"]),
+        "observed_known": payload["observed_ms"] is not None,
         "budget": text.ms(payload["budget_ms"]),
         "over_by": text.ms(payload["over_by_ms"]) if payload["over_by_ms"] else "",
         "window": text.duration(payload["window_s"]),

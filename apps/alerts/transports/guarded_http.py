@@ -25,7 +25,7 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util import parse_url
 
 from apps.alerts.transports.addresses import address_class, parse_ip, with_article
-from apps.alerts.webhook_hosts import DEFAULT_PORTS, host_key, hosts_allow, origin_text
+from apps.alerts.webhook_hosts import DEFAULT_PORTS, allow_advice, host_key, hosts_allow
 
 EXCERPT_CHARS = 1000
 _READ_CHUNK = 16384
@@ -87,20 +87,103 @@ def _target(url: str) -> _Target:
     )
 
 
+def _unrestricted(target: _Target, team_slug: str | None) -> bool:
+    return bool(settings.WEBHOOK_ALLOW_PRIVATE_IPS) or hosts_allow(
+        settings.WEBHOOK_ALLOWED_HOSTS,
+        team_slug=team_slug,
+        scheme=target.scheme,
+        host=target.host,
+        port=target.port,
+    )
+
+
+def _resolve(host: str, port: int, timeout: float) -> list[_Address]:
+    """Every address ``host`` resolves to, or RequestFailed within ``timeout`` seconds."""
+    literal = parse_ip(host)
+    if literal is not None:
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+        return [(family, (host, port))]
+    found: list[_Address] = []
+    failure: list[OSError] = []
+
+    def lookup() -> None:
+        try:
+            for family, _, _, _, sockaddr in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            ):
+                found.append((family, sockaddr))
+        except OSError as exc:
+            failure.append(exc)
+
+    # getaddrinfo takes no timeout; a lookup left running ends on its own.
+    thread = threading.Thread(target=lookup, name="webhook-dns", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise RequestFailed(f"resolving {host} timed out", timed_out=True)
+    if failure:
+        raise RequestFailed(f"could not resolve {host}: {failure[0]}")
+    if not found:
+        raise RequestFailed(f"{host} resolves to no address")
+    return list(dict.fromkeys(found))
+
+
+def _refusal(target: _Target, addresses: list[_Address], team_slug: str | None) -> str:
+    """Why a webhook may not connect to these addresses, and how to allow it; "" if it may."""
+    host = target.host
+    for _, sockaddr in addresses:
+        address = str(sockaddr[0])
+        ip = parse_ip(address)
+        if ip is None:
+            return f"{host} resolves to “{address}”, not an IP address"
+        kind = address_class(ip)
+        if kind is None:
+            continue
+        advice = allow_advice(
+            scheme=target.scheme, host=host, port=target.port, team_slug=team_slug
+        )
+        what = with_article(kind)
+        if parse_ip(host) is not None:
+            return f"{address} is {what} address, which webhooks may not reach. {advice}"
+        return (
+            f"{host} resolves to {address}, {what} address, which webhooks may not reach. {advice}"
+        )
+    return ""
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """A URL judged by the send path's rule before anything is sent to it."""
+
+    refusal: str  # why a send would be refused, with how to allow it; "" when it would not
+    unresolved: str  # why its host does not resolve now; "" when it does
+
+
+def target_check(url: str, *, team_slug: str | None, timeout: float) -> TargetCheck:
+    """Resolve ``url``'s host as a send does and judge every address the same way.
+
+    A host that does not resolve (within ``timeout``) is no refusal: DNS may answer
+    later, and each send resolves again. RequestRefused for a URL no send would try.
+    """
+    target = _target(url)
+    try:
+        addresses = _resolve(target.host, target.port, timeout)
+    except RequestFailed as exc:
+        return TargetCheck(refusal="", unresolved=str(exc))
+    if _unrestricted(target, team_slug):
+        return TargetCheck(refusal="", unresolved="")
+    return TargetCheck(refusal=_refusal(target, addresses, team_slug), unresolved="")
+
+
 class _Guard:
     """Resolves, checks and connects for one request, and enforces its deadline."""
 
     def __init__(self, target: _Target, *, deadline: float, team_slug: str | None) -> None:
         self.target = target
         self.deadline = deadline
+        self.team_slug = team_slug
         self.connect_timeout = float(settings.WEBHOOK_CONNECT_TIMEOUT_S)
-        self.unrestricted = bool(settings.WEBHOOK_ALLOW_PRIVATE_IPS) or hosts_allow(
-            settings.WEBHOOK_ALLOWED_HOSTS,
-            team_slug=team_slug,
-            scheme=target.scheme,
-            host=target.host,
-            port=target.port,
-        )
+        self.unrestricted = _unrestricted(target, team_slug)
         self.address = ""
         self.expired = False
         self._lock = threading.Lock()
@@ -112,59 +195,14 @@ class _Guard:
             raise RequestFailed("timed out before connecting", timed_out=True)
         return left
 
-    def _resolve(self) -> list[_Address]:
-        host, port = self.target.host, self.target.port
-        literal = parse_ip(host)
-        if literal is not None:
-            family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
-            return [(family, (host, port))]
-        found: list[_Address] = []
-        failure: list[OSError] = []
-
-        def lookup() -> None:
-            try:
-                for family, _, _, _, sockaddr in socket.getaddrinfo(
-                    host, port, type=socket.SOCK_STREAM
-                ):
-                    found.append((family, sockaddr))
-            except OSError as exc:
-                failure.append(exc)
-
-        # getaddrinfo takes no timeout; a lookup left running ends on its own.
-        thread = threading.Thread(target=lookup, name="webhook-dns", daemon=True)
-        thread.start()
-        thread.join(min(self.connect_timeout, self.remaining()))
-        if thread.is_alive():
-            raise RequestFailed(f"resolving {host} timed out", timed_out=True)
-        if failure:
-            raise RequestFailed(f"could not resolve {host}: {failure[0]}")
-        if not found:
-            raise RequestFailed(f"{host} resolves to no address")
-        return list(dict.fromkeys(found))
-
-    def _check(self, addresses: list[_Address]) -> None:
-        host = self.target.host
-        allow = (
-            "set WEBHOOK_ALLOW_PRIVATE_IPS or add "
-            f"{origin_text(self.target.scheme, host, self.target.port)} to WEBHOOK_ALLOWED_HOSTS"
-        )
-        for _, sockaddr in addresses:
-            address = str(sockaddr[0])
-            ip = parse_ip(address)
-            if ip is None:
-                raise RequestRefused(f"refused: {host} resolves to “{address}”, not an IP address")
-            kind = address_class(ip)
-            if kind is None:
-                continue
-            what = with_article(kind)
-            if parse_ip(host) is not None:
-                raise RequestRefused(f"refused: {address} is {what} address; {allow}")
-            raise RequestRefused(f"refused: {host} resolves to {address}, {what} address; {allow}")
-
     def connect(self) -> socket.socket:
-        addresses = self._resolve()
+        addresses = _resolve(
+            self.target.host, self.target.port, min(self.connect_timeout, self.remaining())
+        )
         if not self.unrestricted:
-            self._check(addresses)
+            refusal = _refusal(self.target, addresses, self.team_slug)
+            if refusal:
+                raise RequestRefused(f"refused: {refusal}")
         errors: list[str] = []
         for family, sockaddr in addresses:
             sock = socket.socket(family, socket.SOCK_STREAM)

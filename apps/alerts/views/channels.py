@@ -73,6 +73,8 @@ def channel_create_view(request: HtmxHttpRequest, team_slug: str, kind: str) -> 
             add_service_error(form, exc, FORM_ERRORS)
         else:
             messages.success(request, f"Channel “{channel}” added. Send it a test.")
+            if channel.url_warning:
+                messages.warning(request, f"Saved, but note: {channel.url_warning}")
             if channel.kind == ChannelKind.WEBHOOK:
                 # The signing secret is on the edit page, for the receiver to copy.
                 return redirect(
@@ -99,6 +101,8 @@ def channel_edit(request: HtmxHttpRequest, team_slug: str, channel_slug: str) ->
                 add_service_error(form, exc, FORM_ERRORS)
             else:
                 messages.success(request, f"Channel “{channel}” saved.")
+                if channel.url_warning:
+                    messages.warning(request, f"Saved, but note: {channel.url_warning}")
                 return redirect("alerts:channels", team_slug=team_slug)
     context = {"team": membership.team, "form": form, "kind": channel.kind, "channel": channel}
     return _form_page(request, context)

@@ -17,6 +17,7 @@ from apps.alerts.selectors.history import (
     incidents_for_team,
     rules_for_team,
 )
+from apps.alerts.services.payloads import incident_summary
 from apps.alerts.views.labels import incident_scope_words
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.pipelines.selectors import pipelines_for_team
@@ -100,11 +101,15 @@ def incident_detail(request: HtmxHttpRequest, team_slug: str, incident_id: int) 
         user=request.user, team_slug=team_slug, incident_id=incident_id
     )
     current_team_remember(request, membership.team)
+    facts = incident.facts
+    observed, budget = facts.get("observed_ms"), facts.get("budget_ms")
     context = {
         "team": membership.team,
         "incident": incident,
         "scope_words": incident_scope_words(incident),
-        "facts": incident.facts,
+        "summary": incident_summary(incident=incident),
+        "over_now": observed is not None and budget is not None and observed > budget,
+        "facts": facts,
         "notifications": incident_notifications(incident=incident),
         "now": timezone.now(),
     }

@@ -88,9 +88,15 @@ class StageBreakdown:
         return self.stage.budget_ms
 
     @property
+    def matched(self) -> bool:
+        """A span (or part of one) of this trace is in the stage."""
+        return self.span_count > 0
+
+    @property
     def over(self) -> bool | None:
-        """Whether this trace's wall time in the stage exceeds the stage budget; None: no budget."""
-        if self.stage.budget_ms is None:
+        """Whether this trace's wall time in the stage exceeds the stage budget; None: no
+        budget, or no span of the trace in the stage (nothing to judge)."""
+        if self.stage.budget_ms is None or not self.matched:
             return None
         return self.wall_ns > self.stage.budget_ms * NS_PER_MS
 

@@ -2,12 +2,9 @@
 
 from dataclasses import dataclass
 
-from django.db.models import BigIntegerField, Exists, ExpressionWrapper, OuterRef, QuerySet
-
 from apps.analysis.models import StageSample
 from apps.core.time import NS_PER_MS, NS_PER_S
 from apps.ingest.models import Trace
-from apps.pipelines.models import Stage
 
 
 @dataclass(frozen=True)
@@ -53,29 +50,3 @@ def slowest_samples(
             )
         )
     return result
-
-
-def traces_by_stage(
-    traces: QuerySet[Trace],
-    *,
-    stage: Stage,
-    over_budget: bool = False,
-    min_critical_share: float | None = None,
-) -> QuerySet[Trace]:
-    """The traces that ran ``stage``: over its budget (its wall time above ``budget_ms``),
-    and/or with at least ``min_critical_share`` (0..1) of their end-to-end time spent in
-    it on the critical path."""
-    samples = StageSample.objects.filter(
-        # The sample's start is its trace's: the day partition is found directly.
-        trace_pk=OuterRef("pk"),
-        stage_id=stage.pk,
-        start_ns=OuterRef("start_ns"),
-    )
-    if over_budget and stage.budget_ms is not None:
-        samples = samples.filter(wall_ns__gt=stage.budget_ms * NS_PER_MS)
-    if min_critical_share is not None:
-        elapsed = (OuterRef("end_ns") - OuterRef("start_ns")) * min_critical_share
-        samples = samples.filter(
-            critical_ns__gte=ExpressionWrapper(elapsed, output_field=BigIntegerField())
-        )
-    return traces.filter(Exists(samples))

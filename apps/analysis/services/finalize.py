@@ -20,6 +20,7 @@ from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.analysis.spans import Span, unique_spans
 from apps.analysis.stored_spans import spans_of_traces
+from apps.analysis.trace_search import trace_search_hashes
 from apps.core.crash_guard import (
     WorkerDied,
     claim_close,
@@ -315,7 +316,23 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
     }
     arrays = ", ".join(f"%s::{sql_type}[]" for sql_type, _ in numbers.values())
     params: list[Any] = [array_literal(values) for _, values in numbers.values()]
-    params += [[t.root_name for t in traces], [t.root_service for t in traces], now]
+    params += [[t.root_name for t in traces], [t.root_service for t in traces]]
+    # The search sets as one flat array and each trace's slice of it: an array of arrays
+    # cannot be unnested by row, and a literal per trace costs PostgreSQL a parse each.
+    flat: list[int] = []
+    first: list[int | None] = []
+    last: list[int | None] = []
+    for t in traces:
+        hashes = t.search_hashes
+        if hashes is None:
+            first.append(None)
+            last.append(None)
+        else:
+            first.append(len(flat) + 1)
+            flat.extend(hashes)
+            last.append(len(flat))
+    # Integers only: written directly, where ``array_literal`` tests each value's type.
+    params += [array_literal(first), array_literal(last), f"{{{','.join(map(str, flat))}}}", now]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -324,12 +341,14 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
                 revision = v.revision, pipeline_id = v.pipeline_id,
                 incomplete = v.incomplete, error = v.error, start_ns = v.start_ns,
                 end_ns = v.end_ns, root_name = v.root_name, root_service = v.root_service,
-                untracked_critical_ns = v.untracked
-            FROM unnest({arrays}, %s::text[], %s::text[])
-                AS v({", ".join(numbers)}, root_name, root_service)
+                untracked_critical_ns = v.untracked,
+                search_hashes = CASE WHEN v.first IS NOT NULL
+                    THEN coalesce((%s::bigint[])[v.first:v.last], '{{}}') END
+            FROM unnest({arrays}, %s::text[], %s::text[], %s::int[], %s::int[])
+                AS v({", ".join(numbers)}, root_name, root_service, first, last)
             WHERE t.id = v.id
             """,
-            [params[-1], *params[:-1]],
+            [params[-1], params[-2], *params[:-2]],
         )
 
 
@@ -350,6 +369,21 @@ def _finalize_one(
     trace.root_name, trace.root_service = root.name[:500], root.service[:200]
     trace.start_ns, trace.end_ns = root.start_ns, root.stop_ns
     trace.error = any(span.status_error for span in spans)
+    samples = _samples(trace, by_id, root, router)
+    # Sample rows hold (…, stage id at 1, …, wall at 5, critical-path time at 6, …).
+    trace.search_hashes = trace_search_hashes(
+        team_id=trace.team_id,
+        root=root,
+        spans=by_id.values(),
+        stages=[(row[1], row[5], row[6]) for row in samples],
+        e2e_ns=root.duration_ns,
+    )
+    return samples
+
+
+def _samples(
+    trace: Trace, by_id: dict[str, Span], root: Span, router: PipelineRouter
+) -> list[SampleRow]:
     compiled = router.route(root)
     if compiled is None:
         trace.untracked_critical_ns = root.duration_ns

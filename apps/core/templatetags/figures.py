@@ -6,7 +6,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from apps.core.figures import format_ms, format_percent, format_size, stage_colour
+from apps.core.figures import format_ms, format_percent, format_seconds, format_size, stage_colour
 from apps.core.time import ns_to_datetime
 
 register = template.Library()
@@ -14,8 +14,24 @@ register = template.Library()
 
 @register.filter
 def ms(value: float | None) -> str:
-    """``{{ 1250|ms }}`` is "1.25 s"; ``{{ None|ms }}`` is "—"."""
+    """``{{ 1250|ms }}`` is "1.25 s"; ``{{ None|ms }}`` is "—" (see ``format_ms``)."""
     return format_ms(None if value is None else float(value))
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    """``{{ 300|seconds }}`` is "5 min": a duration given in seconds, written as ``ms``."""
+    return format_seconds(None if value is None else float(value))
+
+
+@register.filter
+def lasted(start: datetime | None, end: datetime | None) -> str:
+    """``{{ v.opened_at|lasted:v.closed_at }}`` is "3 min 12 s": how long from ``start`` to
+    ``end``, to the second, written as every other duration."""
+    if start is None or end is None:
+        return "—"
+    seconds = max(0, round((end - start).total_seconds()))
+    return format_seconds(seconds) if seconds else "0 s"
 
 
 @register.filter

@@ -130,7 +130,9 @@ class StageBreakdownOutput(serializers.Serializer):
     budget_ms = serializers.IntegerField(allow_null=True)
     budget_percentile = serializers.CharField()
     over = serializers.BooleanField(
-        allow_null=True, help_text="This trace's wall time above the budget; null: no budget."
+        allow_null=True,
+        help_text="This trace's wall time above the budget; null: no budget, or no span of "
+        "the trace in the stage (span_count 0).",
     )
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,24 +22,29 @@ from apps.dashboards.apis.serializers import (
     summary_data,
     trace_detail_data,
 )
+from apps.dashboards.selectors.trace_list import trace_list_page
+from apps.dashboards.trace_query import (
+    CUSTOM,
+    MAX_ATTRIBUTE_FILTERS,
+    MAX_DURATION_MS,
+    trace_query_clean,
+)
 from apps.ingest.access import trace_for_team
+from apps.ingest.models import ATTRIBUTE_KEY_MAX_CHARS, ATTRIBUTE_VALUE_MAX_CHARS
 from apps.ingest.selectors import (
     DEFAULT_WINDOW,
     MAX_SHOWN_VALUES,
     UNMATCHED,
     WINDOWS,
-    TraceCursor,
-    TraceFilters,
+    TraceSort,
     TraceStatus,
-    pipeline_for_filter,
     span_content,
-    traces_page,
     unmatched_traffic_recent,
 )
+from apps.pipelines.selectors import pipelines_for_team
+from apps.rollups.selectors import WINDOWS as RANGES
 from apps.teams.api_schema import team_schema
 from apps.teams.request_team import membership_for_request
-
-MAX_DURATION_MS = 3_600_000
 
 
 def _query(name: str, kind: Any, description: str, **extra: Any) -> OpenApiParameter:
@@ -55,22 +61,16 @@ TRACE_HEX = OpenApiParameter(
 
 
 class TraceListApi(ApiView):
-    class FilterSerializer(serializers.Serializer):
-        pipeline = serializers.CharField(required=False, allow_blank=True, max_length=50)
-        status = serializers.ChoiceField(
-            choices=TraceStatus.choices, required=False, allow_blank=True
-        )
-        min_duration_ms = serializers.IntegerField(
-            required=False, min_value=0, max_value=MAX_DURATION_MS
-        )
-        cursor = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    class PageSerializer(serializers.Serializer):
         page_size = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
 
     @team_schema(
-        summary="The team's finalized traces, newest first",
+        summary="The team's analyzed traces, filtered and in the order asked for",
         description=(
-            "Pages by keyset: follow `next` until it is null. Filters combine; "
-            f"`pipeline={UNMATCHED}` lists traces that matched no pipeline."
+            "Pages by keyset: follow `next` until it is null; it keeps every filter and the "
+            f"order. Filters combine (all must hold); `pipeline={UNMATCHED}` lists traces that "
+            "matched no pipeline. The same parameters as the trace list page, whose URL can "
+            "be turned into an API call as it is."
         ),
         parameters=[
             _query(
@@ -84,49 +84,83 @@ class TraceListApi(ApiView):
                 "`error`: a span failed; `incomplete`: the root never arrived; `ok`: neither.",
                 enum=TraceStatus.values,
             ),
-            _query("min_duration_ms", OpenApiTypes.INT, "Only traces at least this long."),
+            _query(
+                "min_duration_ms", OpenApiTypes.INT,
+                f"Only traces at least this long (0 to {MAX_DURATION_MS}).",
+            ),
+            _query(
+                "max_duration_ms", OpenApiTypes.INT,
+                f"Only traces at most this long (0 to {MAX_DURATION_MS}).",
+            ),
+            _query(
+                "stage", OpenApiTypes.STR,
+                "A stage slug of the `pipeline` given: traces that ran it; with "
+                "`stage_over_budget` or `min_critical_share`, how.",
+            ),
+            _query(
+                "stage_over_budget", OpenApiTypes.BOOL,
+                "The stage's wall time in the trace above the stage's budget.",
+            ),
+            _query(
+                "min_critical_share", OpenApiTypes.INT,
+                "The stage's share of the trace's critical path, at least this percentage.",
+            ),
+            OpenApiParameter(
+                "attr", OpenApiTypes.STR, OpenApiParameter.QUERY, many=True,
+                explode=True,
+                description=(
+                    f"`key=value`, up to {MAX_ATTRIBUTE_FILTERS}: some span of the trace (the "
+                    "root or any other) carried the attribute with that value; `service.name` "
+                    "is each span's service. Values compare as text (`42` finds 42, 42.0 "
+                    "and \"42\"); lists and maps never match; keys past "
+                    f"{ATTRIBUTE_KEY_MAX_CHARS} characters and values past "
+                    f"{ATTRIBUTE_VALUE_MAX_CHARS} are not kept, so are refused."
+                ),
+            ),
+            _query(
+                "window", OpenApiTypes.STR,
+                "Traces started in this range back from now; none: every kept trace.",
+                enum=[*RANGES, CUSTOM],
+            ),
+            _query(
+                "from", OpenApiTypes.DATETIME,
+                "Traces started at or after (RFC 3339, or YYYY-MM-DDTHH:MM[:SS] in UTC).",
+            ),
+            _query("to", OpenApiTypes.DATETIME, "Traces started before; default now."),
+            _query(
+                "sort", OpenApiTypes.STR,
+                "`newest` (default) or `oldest` by the root's start; `slowest` or `fastest` "
+                "by duration.",
+                enum=TraceSort.values,
+            ),
             _query("cursor", OpenApiTypes.STR, "The `cursor` of the `next` link; opaque."),
             _query("page_size", OpenApiTypes.INT, "Traces per page, 1 to 500 (default 50)."),
         ],
         responses={200: TracePageOutput},
         tags=["traces"],
-    )
+    )  # fmt: skip
     # A page object, not a bare list: name the operation as the other list operations.
     @extend_schema(operation_id="v1_traces_list")
     def get(self, request: Request) -> Response:
         membership = membership_for_request(request)
-        query = self.FilterSerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = query.validated_data
-        cursor = None
-        if params.get("cursor"):
-            try:
-                cursor = TraceCursor.decode(params["cursor"])
-            except ValueError:
-                raise serializers.ValidationError(
-                    {"cursor": ["Not a cursor from `next`."]}
-                ) from None
-        slug = params.get("pipeline") or ""
-        pipeline = None
-        if slug and slug != UNMATCHED:
-            pipeline = pipeline_for_filter(team=membership.team, slug=slug)
-            if pipeline is None:
-                raise serializers.ValidationError({"pipeline": [f"No pipeline “{slug}” here."]})
-        filters = TraceFilters(
-            pipeline=pipeline,
-            unmatched=slug == UNMATCHED,
-            status=params.get("status") or "",
-            min_duration_ms=params.get("min_duration_ms"),
-        )
-        page = traces_page(
-            team=membership.team, filters=filters, cursor=cursor, limit=params["page_size"]
+        paging = self.PageSerializer(data=request.query_params)
+        errors: dict[str, Any] = {} if paging.is_valid() else dict(paging.errors)
+        pipelines = list(pipelines_for_team(team=membership.team).prefetch_related("stages"))
+        try:
+            query = trace_query_clean(params=request.query_params, pipelines=pipelines)
+        except DjangoValidationError as exc:
+            errors |= exc.message_dict
+        if errors:
+            raise serializers.ValidationError(errors)
+        result = trace_list_page(
+            team=membership.team, query=query, limit=paging.validated_data["page_size"]
         )
         next_url = None
-        if page.next_cursor is not None:
+        if result.page.next_cursor is not None:
             next_url = replace_query_param(
-                request.build_absolute_uri(), "cursor", page.next_cursor.encode()
+                request.build_absolute_uri(), "cursor", result.page.next_cursor.encode()
             )
-        data = {"next": next_url, "results": [summary_data(t) for t in page.traces]}
+        data = {"next": next_url, "results": [summary_data(t) for t in result.page.traces]}
         return Response(TracePageOutput(data).data)
 
 

@@ -6,8 +6,9 @@ Everything comes from the rollups selectors the REST API uses (``pipeline_percen
 
 from dataclasses import dataclass
 
-from apps.core.figures import UNTRACKED_CLASS, stage_colour
+from apps.core.figures import UNTRACKED_CLASS, format_ms, stage_colour
 from apps.pipelines.models import Pipeline, Stage
+from apps.rollups.selectors.data_span import seconds_with_data
 from apps.rollups.selectors.percentiles import (
     Distribution,
     PipelinePercentiles,
@@ -64,6 +65,9 @@ class PipelineFigures:
     percentile: str
     min_samples: int
     stages: list[StageFigures]
+    # Since when the pipeline has data (epoch seconds), for rates; None: none at all, or
+    # not read by a page that shows no rate.
+    data_from: int | None = None
 
     @property
     def pipeline(self) -> Pipeline:
@@ -96,10 +100,23 @@ class PipelineFigures:
         return self.e2e.errors / self.e2e.count if self.e2e.count else None
 
     @property
-    def per_minute(self) -> float:
+    def seconds_with_data(self) -> int:
+        """The part of the window since the pipeline's first data: a pipeline sending for
+        three minutes has three minutes of traffic in its last hour, not sixty."""
         window = self.percentiles.window
-        minutes = max(window.requested_end - window.requested_start, 1) / 60
-        return self.e2e.count / minutes
+        return seconds_with_data(start=window.start, end=window.end, data_from=self.data_from)
+
+    @property
+    def partial_window(self) -> bool:
+        """Whether the data covers less than the window."""
+        window = self.percentiles.window
+        return 0 < self.seconds_with_data < window.end - window.start
+
+    @property
+    def per_minute(self) -> float | None:
+        """Traces a minute over the time with data; None without any."""
+        seconds = self.seconds_with_data
+        return self.e2e.count * 60 / seconds if seconds else None
 
     @property
     def over_budget(self) -> bool:
@@ -148,13 +165,17 @@ def _stage_figures(stage: StagePercentiles, min_samples: int) -> StageFigures:
     )
 
 
-def pipeline_figures(*, percentiles: PipelinePercentiles, percentile: str) -> PipelineFigures:
+def pipeline_figures(
+    *, percentiles: PipelinePercentiles, percentile: str, data_from: int | None = None
+) -> PipelineFigures:
+    """``data_from``: the pipeline's ``pipeline_data_from``, for a page that shows rates."""
     min_samples = percentiles.pipeline.min_samples
     return PipelineFigures(
         percentiles=percentiles,
         percentile=percentile,
         min_samples=min_samples,
         stages=[_stage_figures(stage, min_samples) for stage in percentiles.stages],
+        data_from=data_from,
     )
 
 
@@ -192,7 +213,7 @@ def budget_parts(figures: PipelineFigures) -> list[tuple[str, str, float, str, s
             stage.stage.name,
             float(stage.budget_ms),
             stage.colour,
-            f"{stage.stage.name}: {stage.budget_ms} ms at {stage.budget_percentile}",
+            f"{stage.stage.name}: {format_ms(stage.budget_ms)} at {stage.budget_percentile}",
         )
         for stage in figures.stages
         if stage.budget_ms
@@ -202,6 +223,6 @@ def budget_parts(figures: PipelineFigures) -> list[tuple[str, str, float, str, s
     if headline and headline[1] > allocated:
         rest = headline[1] - allocated
         parts.append(("unallocated", "unallocated", rest, UNTRACKED_CLASS,
-                      f"not given to any stage: {rest:.0f} ms of {headline[1]} ms "
+                      f"not given to any stage: {format_ms(rest)} of {format_ms(headline[1])} "
                       f"at {headline[0]}"))  # fmt: skip
     return parts

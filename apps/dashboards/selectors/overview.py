@@ -16,6 +16,7 @@ from apps.dashboards.selectors.figures import (
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import E2E_STAGE_ID, Measure, Violation
 from apps.rollups.selectors import requested_bounds
+from apps.rollups.selectors.data_span import pipelines_data_from
 from apps.rollups.selectors.percentiles import QUANTILES, pipelines_percentiles
 from apps.rollups.selectors.series import pipelines_series
 from apps.teams.models import Team
@@ -61,6 +62,7 @@ def team_overview(
     percentiles = pipelines_percentiles(
         pipelines=pipelines, start=start, end=end, critical_sketches=False
     )
+    data_from = pipelines_data_from(pipeline_ids=[p.pk for p in pipelines])
     series = pipelines_series(
         pipelines=pipelines,
         stage_id=E2E_STAGE_ID,
@@ -72,7 +74,11 @@ def team_overview(
     )
     rows = []
     for pipeline in pipelines:
-        figures = pipeline_figures(percentiles=percentiles[pipeline.pk], percentile=percentile)
+        figures = pipeline_figures(
+            percentiles=percentiles[pipeline.pk],
+            percentile=percentile,
+            data_from=data_from.get(pipeline.pk),
+        )
         points = [TimedValue(p.start, p.value, p.count) for p in series[pipeline.pk].points]
         line = sparkline(
             points,

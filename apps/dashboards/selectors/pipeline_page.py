@@ -26,8 +26,10 @@ from apps.dashboards.selectors.figures import (
     pipeline_figures,
 )
 from apps.pipelines.models import Pipeline
+from apps.pipelines.selectors import Allocation, pipeline_allocation
 from apps.rollups.models import E2E_STAGE_ID, Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles, pipeline_series
+from apps.rollups.selectors.data_span import pipeline_data_from
 from apps.rollups.selectors.objectives import ObjectiveStatus, pipeline_objective_status
 from apps.rollups.selectors.percentiles import QUANTILES
 from apps.rollups.selectors.windows import resolution_availability
@@ -53,7 +55,7 @@ def _title(violation: Violation) -> str:
     scope = violation.stage.name if violation.stage else "end to end"
     state = "open" if violation.is_open else "closed"
     return (
-        f"{scope} {violation.percentile} over {violation.budget_ms} ms budget "
+        f"{scope} {violation.percentile} over {format_ms(violation.budget_ms)} budget "
         f"(peak {format_ms(violation.peak_ms)}), {state}"
     )
 
@@ -124,6 +126,8 @@ class PipelinePage:
     chart: LineChart
     critical_bar: list[Segment]
     budget_bar: list[Segment]
+    # The stage budgets against the end-to-end budget, as the stage editor's bar has them.
+    allocation: Allocation
     rows: list[StageFigures]
     sort: str
     descending: bool
@@ -132,6 +136,14 @@ class PipelinePage:
     objective: ObjectiveStatus | None
     # Traces of the range that started before this were analysed with earlier rules.
     earlier_rules_until: datetime | None
+
+    @property
+    def e2e_violation(self) -> Violation | None:
+        """An end-to-end violation open now, the one at the page's percentile first: while
+        one holds, the end-to-end card is not green, whatever the range's own figure."""
+        open_e2e = [v for v in self.open_violations if v.stage_id is None]
+        open_e2e.sort(key=lambda v: v.percentile != self.figures.percentile)
+        return open_e2e[0] if open_e2e else None
 
 
 def pipeline_page(
@@ -154,6 +166,7 @@ def pipeline_page(
             available=available,
         ),
         percentile=range_.percentile,
+        data_from=pipeline_data_from(pipeline_id=pipeline.pk),
     )
     violations = violations_during(pipeline=pipeline, start=range_.start, end=range_.end)
     chart = percentile_chart(
@@ -180,6 +193,7 @@ def pipeline_page(
         chart=chart,
         critical_bar=stacked_bar(critical_path_parts(figures)),
         budget_bar=stacked_bar(budget_parts(figures)),
+        allocation=pipeline_allocation(pipeline=pipeline),
         rows=rows,
         sort=sort,
         descending=descending,

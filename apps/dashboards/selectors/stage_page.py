@@ -35,6 +35,17 @@ class StagePage:
     budget_shown: bool  # the chart's percentile is the one the budget is set at
     # Traces of the range that started before this were analysed with earlier rules.
     earlier_rules_until: datetime | None
+    traces: int  # of the pipeline in the range, with a span in this stage or not
+
+    @property
+    def open_violation(self) -> Violation | None:
+        """The stage's violation open now at its budget's percentile, if the range shows
+        it: while it holds, the stage's card is not green."""
+        percentile = self.figures.budget_percentile
+        return next(
+            (v for v in self.violations if v.closed_at is None and v.percentile == percentile),
+            None,
+        )
 
 
 def stage_page(
@@ -62,6 +73,7 @@ def stage_page(
     bands = violation_bands(violations, stage_id=stage.pk, now=now)
     return StagePage(
         figures=row,
+        traces=percentiles.e2e.count,
         wall_chart=percentile_chart(
             pipeline,
             stage_id=stage.pk,

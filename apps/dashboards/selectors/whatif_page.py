@@ -136,8 +136,11 @@ def whatif_page(
     if levers is not None and levers.status == "done" and levers.result:
         found = levers.result
 
+        # A lever is found on top of the scenario: trying it keeps the scenario's changes.
+        current = [change.as_data() for change in scenario.changes]
+
         def tried(changes: list[dict[str, Any]]) -> str:
-            return whatif_page_url(pipeline=pipeline, changes=changes, extra=base)
+            return whatif_page_url(pipeline=pipeline, changes=[*current, *changes], extra=base)
 
         context["lever_result"] = found
         context["lever_rows"] = [

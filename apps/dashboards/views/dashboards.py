@@ -16,6 +16,7 @@ from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeF
 from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
 from apps.dashboards.selectors.overview import team_overview
 from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
+from apps.dashboards.unmatched_forms import window_for_range
 from apps.dashboards.views.recompute import recompute_context
 from apps.dashboards.whatif_forms import DEFAULT_WINDOW
 from apps.dashboards.whatif_forms import WINDOWS as WHATIF_WINDOWS
@@ -27,6 +28,8 @@ from apps.teams.current_team import current_team_remember
 
 HOME = "dashboards/team_home.html"
 PIPELINE = "dashboards/pipeline.html"
+# Past this share of the critical path untracked, the page shows which spans no stage took.
+EXPLAIN_UNTRACKED_SHARE = 0.05
 
 
 def common_context(
@@ -105,6 +108,7 @@ def pipeline_dashboard(
         descending=request.GET.get("dir") == "desc",
     )
     range_ = replace(range_, extra=tuple(_sort_params(page.sort, page.descending).items()))
+    figures = page.figures
     context = {
         "team": membership.team,
         "membership": membership,
@@ -114,6 +118,13 @@ def pipeline_dashboard(
         "sort_links": _sort_links(range_, page.sort, page.descending),
         # The what-if panel replays recent traces: the dashboard's window when it has one.
         "whatif_window": range_.window if range_.window in WHATIF_WINDOWS else DEFAULT_WINDOW,
+        "unmatched_window": window_for_range(range_),
+        # Spans no stage took are worth a look when a stage got none, or much is untracked.
+        "explain_unmatched": figures.e2e.count > 0
+        and (
+            any(not stage.count for stage in figures.stages)
+            or (figures.untracked_share or 0) >= EXPLAIN_UNTRACKED_SHARE
+        ),
         **common_context(form, range_, windows=[*WINDOWS]),
         **recompute_context(membership=membership, pipeline=pipeline),
     }

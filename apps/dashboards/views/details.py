@@ -5,33 +5,42 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.analysis.selectors.rule_test import rule_test
 from apps.analysis.stage_matching import DEFAULT_FIRST_TOKEN_EVENT, WHOLE, RuleSpec
+from apps.core.figures import format_ms
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.time import FINEST_RESOLUTION, align_down, to_datetime, to_seconds
 from apps.dashboards.ranges import RangeForm, range_from
 from apps.dashboards.selectors.figures import pipeline_figures
 from apps.dashboards.selectors.stage_page import stage_page
+from apps.dashboards.unmatched_forms import window_for_range
 from apps.dashboards.views.dashboards import common_context
-from apps.pipelines.access import pipeline_for_user, stage_for_pipeline
+from apps.pipelines.access import (
+    no_stage_rule_for_pipeline,
+    pipeline_for_user,
+    span_rule_for_stage,
+    stage_for_pipeline,
+)
 from apps.pipelines.forms import (
     NoStageRuleForm,
     SpanConditionsForm,
     SpanRuleForm,
     add_service_error,
 )
-from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 from apps.pipelines.services import (
     CONDITION_FIELDS,
+    pipeline_budgets_set,
     span_conditions_validate,
-    stage_budgets_set,
 )
 from apps.rollups.access import violation_for_team
 from apps.rollups.selectors import WINDOWS, pipeline_percentiles
 from apps.rollups.selectors.fit import pipeline_fit_recent
+from apps.rollups.selectors.fit_suggestions import HEADROOM
 from apps.rollups.selectors.violations import CLOSED, OPEN, violations_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
@@ -62,6 +71,7 @@ def stage_dashboard(
         "pipeline": pipeline,
         "stage": stage,
         "page": stage_page(pipeline=pipeline, stage=stage, range_=range_),
+        "unmatched_window": window_for_range(range_),
         **common_context(form, range_, windows=[*WINDOWS]),
     }
     return render_page(request, STAGE, context, partial="figures")
@@ -125,45 +135,51 @@ def fit_check(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> H
     membership, pipeline = pipeline_for_user(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
-    fit = pipeline_fit_recent(pipeline=pipeline)
-    suggestions = [
-        s for s in fit.stages if s.suggested_ms is not None and s.suggested_ms != s.budget_ms
-    ]
     context = {
         "team": membership.team,
         "pipeline": pipeline,
-        "fit": fit,
-        "suggestions": suggestions,
+        "fit": pipeline_fit_recent(pipeline=pipeline),
+        "headroom": HEADROOM,
         "can_write": membership.can_write,
     }
     return render_page(request, FIT, context, partial="fit")
 
 
+def _applied(request: HtmxHttpRequest) -> tuple[dict[int, int], dict[str, int]]:
+    """The budgets the editor saw: ``stage-<id>`` and ``e2e-<percentile>`` fields, in ms."""
+    stages: dict[int, int] = {}
+    e2e: dict[str, int] = {}
+    for name, value in request.POST.items():
+        if name.startswith("stage-"):
+            stages[int(name.removeprefix("stage-"))] = int(str(value))
+        elif name.startswith("e2e-"):
+            e2e[name.removeprefix("e2e-")[:10]] = int(str(value))
+    return stages, e2e
+
+
 @login_required
 @require_POST
 def fit_apply(request: HtmxHttpRequest, team_slug: str, pipeline_slug: str) -> HttpResponse:
-    """Set the suggested budgets the editor saw (one ``stage-<id>`` field each)."""
+    """Set the budgets of the plan the editor chose, as the page showed them."""
     _, pipeline = pipeline_for_user(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug, write=True
     )
-    budgets: dict[int, int] = {}
-    for name in request.POST:
-        if not name.startswith("stage-"):
-            continue
-        value = request.POST.get(name, "")
-        try:
-            budgets[int(name.removeprefix("stage-"))] = int(value)
-        except ValueError:
-            messages.error(request, f"Not a budget in ms: {value[:20]!r}. Nothing was changed.")
-            return redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
+    back = redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
     try:
-        changed = stage_budgets_set(pipeline=pipeline, budgets_ms=budgets)
+        stages, e2e = _applied(request)
+    except ValueError:
+        messages.error(request, "Budgets are whole milliseconds by stage. Nothing was changed.")
+        return back
+    try:
+        changed = pipeline_budgets_set(pipeline=pipeline, stage_budgets_ms=stages, e2e_ms=e2e)
     except ValidationError as exc:
         detail = "; ".join(str(m) for m in exc.messages)
         messages.error(request, f"The budgets were not changed: {detail}")
-    else:
-        messages.success(request, f"Budgets set for {len(changed)} stage(s) from the fit check.")
-    return redirect("dashboards:pipeline", team_slug=team_slug, pipeline_slug=pipeline_slug)
+        return back
+    done = [f"{len(changed)} stage budget{pluralize(len(changed))}"] if changed else []
+    done += [f"the end-to-end {p} budget ({format_ms(ms)})" for p, ms in e2e.items()]
+    messages.success(request, f"Set from the fit check: {' and '.join(done) or 'nothing'}.")
+    return back
 
 
 def _rule_spec(form: SpanConditionsForm) -> RuleSpec:
@@ -179,13 +195,24 @@ def _rule_spec(form: SpanConditionsForm) -> RuleSpec:
     )
 
 
+def _edited_id(request: HtmxHttpRequest) -> int | None:
+    """The id of the rule being edited (``rule``), if it is one a database key can hold:
+    the test itself needs none."""
+    edited = request.GET.get("rule", "")
+    return int(edited) if edited.isascii() and edited.isdigit() and len(edited) < 19 else None
+
+
 def _rule_test_page(
     request: HtmxHttpRequest,
     membership: Membership,
     pipeline: Pipeline,
     stage: Stage | None,
     form: SpanConditionsForm,
+    rule: SpanRule | NoStageRule | None,
 ) -> HttpResponse:
+    """htmx gets the result alone, beside the form; without scripts this is a page with
+    the form, as typed, above the result, so the rule can be changed, tested again or
+    saved."""
     result = None
     if form.is_valid() and not form.empty:
         conditions = {name: form.cleaned_data[name] for name in CONDITION_FIELDS}
@@ -199,6 +226,8 @@ def _rule_test_page(
         "team": membership.team,
         "pipeline": pipeline,
         "stage": stage,
+        "rule": rule,
+        "can_write": membership.can_write,
         "form": form,
         "result": result,
         "empty_rule": not form.errors and form.empty,
@@ -216,7 +245,9 @@ def rule_tester(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
     stage = stage_for_pipeline(pipeline=pipeline, stage_id=stage_id)
-    return _rule_test_page(request, membership, pipeline, stage, SpanRuleForm(request.GET))
+    edited = _edited_id(request)
+    rule = span_rule_for_stage(stage=stage, rule_id=edited) if edited is not None else None
+    return _rule_test_page(request, membership, pipeline, stage, SpanRuleForm(request.GET), rule)
 
 
 @login_required
@@ -228,4 +259,11 @@ def no_stage_rule_tester(
     membership, pipeline = pipeline_for_user(
         user=request.user, team_slug=team_slug, pipeline_slug=pipeline_slug
     )
-    return _rule_test_page(request, membership, pipeline, None, NoStageRuleForm(request.GET))
+    edited = _edited_id(request)
+    rule = (
+        no_stage_rule_for_pipeline(pipeline=pipeline, rule_id=edited)
+        if edited is not None
+        else None
+    )
+    form = NoStageRuleForm(request.GET)
+    return _rule_test_page(request, membership, pipeline, None, form, rule)

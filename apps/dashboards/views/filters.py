@@ -3,98 +3,142 @@
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
+from django.http import QueryDict
 
+from apps.dashboards.ranges import WINDOW_LABELS
+from apps.dashboards.trace_query import (
+    CUSTOM,
+    MAX_ATTRIBUTE_FILTERS,
+    MAX_DURATION_MS,
+    TraceQuery,
+    parse_moment,
+    trace_query_clean,
+)
 from apps.ingest.selectors import (
     DEFAULT_WINDOW,
     UNMATCHED,
     WINDOWS,
-    TraceCursor,
-    TraceFilters,
+    TraceSort,
     TraceStatus,
 )
-from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.models import Pipeline
+from apps.rollups.selectors import WINDOWS as RANGES
 
-MAX_DURATION_MS = 3_600_000
+MOMENT_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def _select(choices: list[tuple[str, str]], **attrs: str) -> forms.Select:
+    return forms.Select(choices=choices, attrs=attrs)
+
+
+def _number(low: int, high: int) -> forms.NumberInput:
+    return forms.NumberInput(attrs={"min": str(low), "max": str(high), "step": "1"})
+
+
+def _moment_input() -> forms.DateTimeInput:
+    return forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"})
 
 
 class TraceFilterForm(forms.Form):
-    pipeline = forms.ChoiceField(required=False)
-    status = forms.ChoiceField(required=False, choices=[("", "any status"), *TraceStatus.choices])
-    min_duration_ms = forms.IntegerField(
-        label="Min duration (ms)", required=False, min_value=0, max_value=MAX_DURATION_MS
-    )
-    stage = forms.ChoiceField(required=False)
-    stage_over_budget = forms.BooleanField(required=False, label="Stage over its budget")
-    min_critical_share = forms.IntegerField(
-        label="Stage on the critical path at least (%)", required=False, min_value=1,
-        max_value=100,
-    )  # fmt: skip
-    cursor = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    """The trace list's filters as the page shows them.
 
-    def __init__(self, *args: Any, pipelines: list[Pipeline], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.pipelines = {pipeline.slug: pipeline for pipeline in pipelines}
-        self.fields["pipeline"] = forms.ChoiceField(
-            required=False,
-            choices=[
-                ("", "all pipelines"),
-                (UNMATCHED, "no pipeline (unmatched)"),
-                *((p.slug, p.name) for p in pipelines),
-            ],
+    The fields only render and carry the values: ``trace_query_clean`` reads the query
+    string, for this page as for the API, and its errors land on the fields here.
+    """
+
+    window = forms.CharField(required=False, label="Time range")
+    pipeline = forms.CharField(required=False)
+    status = forms.CharField(
+        required=False, widget=_select([("", "any status"), *TraceStatus.choices])
+    )
+    min_duration_ms = forms.CharField(
+        required=False, label="Min duration (ms)", widget=_number(0, MAX_DURATION_MS)
+    )
+    max_duration_ms = forms.CharField(
+        required=False, label="Max duration (ms)", widget=_number(0, MAX_DURATION_MS)
+    )
+    stage = forms.CharField(required=False)
+    stage_over_budget = forms.CharField(
+        required=False, label="Stage over its budget", widget=forms.CheckboxInput
+    )
+    min_critical_share = forms.CharField(
+        required=False, label="Critical-path share ≥ (%)", widget=_number(1, 100)
+    )
+    attr = forms.CharField(required=False, label="Attribute")
+    sort = forms.CharField(required=False, label="Order", widget=_select(list(TraceSort.choices)))
+    cursor = forms.CharField(required=False, label="Page", widget=forms.HiddenInput)
+
+    data: QueryDict
+
+    def __init__(self, data: QueryDict, *, pipelines: list[Pipeline]) -> None:
+        super().__init__(_moments_as_inputs(data))
+        self.pipelines = pipelines
+        self.query: TraceQuery | None = None
+        self.fields["from"] = forms.CharField(
+            required=False, label="From (UTC)", widget=_moment_input()
         )
-        self.stages = {
-            (pipeline.slug, stage.slug): stage
-            for pipeline in pipelines
-            for stage in pipeline.stages.all()
-        }
-        stage_field = self.fields["stage"]
-        assert isinstance(stage_field, forms.ChoiceField)
-        stage_field.choices = [
-            ("", "any stage"),
-            *sorted({(key[1], stage.name) for key, stage in self.stages.items()}),
-        ]
+        self.fields["to"] = forms.CharField(
+            required=False, label="To (UTC)", widget=_moment_input()
+        )
+        self.fields["window"].widget = _select(
+            [("", "any time"), *((key, f"last {WINDOW_LABELS[key]}") for key in RANGES),
+             (CUSTOM, "custom: from / to")]
+        )  # fmt: skip
+        self.fields["pipeline"].widget = _select(
+            [("", "all pipelines"), (UNMATCHED, "no pipeline (unmatched)"),
+             *((p.slug, p.name) for p in pipelines)]
+        )  # fmt: skip
+        # Every stage of every pipeline: the stage is checked against the chosen pipeline.
+        stages = sorted({(s.slug, s.name) for p in pipelines for s in p.stages.all()})
+        self.fields["stage"].widget = _select([("", "any stage"), *stages])
+
+    @property
+    def attribute_inputs(self) -> list[str]:
+        """The attribute filters asked for, and one empty input while more are allowed."""
+        given = [value for value in self.data.getlist("attr") if value.strip()]
+        return given + ([""] if len(given) < MAX_ATTRIBUTE_FILTERS else [])
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        stage, pipeline = data.get("stage"), data.get("pipeline")
-        narrowing = data.get("stage_over_budget") or data.get("min_critical_share")
-        if narrowing and not stage:
-            self.add_error("stage", "Pick the stage to filter on.")
-        elif stage and (not pipeline or pipeline == UNMATCHED):
-            self.add_error("stage", "Pick the pipeline of the stage first.")
-        elif stage and (pipeline, stage) not in self.stages:
-            self.add_error("stage", "That pipeline has no such stage.")
+        try:
+            self.query = trace_query_clean(params=self.data, pipelines=self.pipelines)
+        except ValidationError as exc:
+            for name, messages in exc.message_dict.items():
+                for message in messages:
+                    self.add_error(name if name in self.fields else None, message)
         return data
 
-    def stage_filter(self) -> tuple[Stage, bool, float | None] | None:
-        """The stage to narrow to, whether over its budget, and the least critical share."""
-        data = self.cleaned_data
-        if not data.get("stage"):
-            return None
-        stage = self.stages[(data["pipeline"], data["stage"])]
-        share = data.get("min_critical_share")
-        return stage, bool(data.get("stage_over_budget")), share / 100 if share else None
 
-    def clean_cursor(self) -> TraceCursor | None:
-        text = self.cleaned_data["cursor"]
-        if not text:
-            return None
-        try:
-            return TraceCursor.decode(text)
-        except ValueError:
-            raise forms.ValidationError(
-                "This page link is damaged; start from the newest."
-            ) from None
+def _moments_as_inputs(data: QueryDict) -> QueryDict:
+    """From and to as a datetime-local input shows them (UTC, no zone): a link may give
+    RFC 3339, which the input would show empty and drop at the next change."""
+    data = data.copy()
+    for name in ("from", "to"):
+        moment = parse_moment(data.get(name, ""))
+        if moment is not None:
+            data[name] = moment.strftime(MOMENT_FORMAT)
+    return data
 
-    def filters(self) -> TraceFilters:
-        data = self.cleaned_data
-        slug = data.get("pipeline") or ""
-        return TraceFilters(
-            pipeline=self.pipelines.get(slug) if slug != UNMATCHED else None,
-            unmatched=slug == UNMATCHED,
-            status=data.get("status") or "",
-            min_duration_ms=data.get("min_duration_ms"),
-        )
+
+class TraceListLinks:
+    """The list's URL with some parameters changed, every other one kept (the repeated
+    ``attr`` too); empty parameters are left out, so links stay short."""
+
+    def __init__(self, url: str, params: QueryDict) -> None:
+        self.url = url
+        self.params = params
+
+    def with_changes(self, **changes: str) -> str:
+        params = QueryDict(mutable=True)
+        for key, values in self.params.lists():
+            if key not in changes:
+                params.setlist(key, [v for v in values if v.strip()])
+        for key, value in changes.items():
+            if value:
+                params[key] = value
+        query = params.urlencode()
+        return f"{self.url}?{query}" if query else self.url
 
 
 class WindowForm(forms.Form):

@@ -1,7 +1,6 @@
 """The trace explorer: recent traces, one trace's waterfall, and unmatched traffic."""
 
-from functools import partial
-from urllib.parse import urlencode
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -11,16 +10,23 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.analysis.selectors import MAX_WATERFALL_SPANS, trace_analysis
-from apps.analysis.selectors.samples import traces_by_stage
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_reason
 from apps.core.time import ns_to_datetime, ns_to_ms
-from apps.dashboards.views.filters import TraceFilterForm, WindowForm
+from apps.dashboards.selectors.trace_list import StageTime, TraceListPage, trace_list_page
+from apps.dashboards.views.filters import TraceFilterForm, TraceListLinks, WindowForm
 from apps.dashboards.views.waterfall import WaterfallAsk, ticks, waterfall_page
 from apps.ingest.access import trace_for_user
 from apps.ingest.models import TraceState
-from apps.ingest.selectors import TracePage, span_content, traces_page, unmatched_traffic_recent
+from apps.ingest.selectors import (
+    TracePage,
+    TraceSort,
+    TraceSummary,
+    span_content,
+    unmatched_traffic_recent,
+)
+from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
@@ -42,39 +48,59 @@ def trace_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     current_team_remember(request, membership.team)
     pipelines = list(pipelines_for_team(team=membership.team).prefetch_related("stages"))
     form = TraceFilterForm(request.GET, pipelines=pipelines)
-    page = TracePage([], None)
-    next_query = None
-    if form.is_valid():
-        by_stage = form.stage_filter()
-        narrow = None
-        if by_stage is not None:
-            stage, over_budget, share = by_stage
-            narrow = partial(
-                traces_by_stage, stage=stage, over_budget=over_budget, min_critical_share=share
-            )
-        page = traces_page(
-            team=membership.team,
-            filters=form.filters(),
-            cursor=form.cleaned_data["cursor"],
-            limit=PAGE_SIZE,
-            narrow=narrow,
-        )
-        if page.next_cursor is not None:
-            params = request.GET.copy()
-            params["cursor"] = page.next_cursor.encode()
-            next_query = params.urlencode()
-    first_query = urlencode(
-        {k: v for k, v in request.GET.items() if k != "cursor" and v}, doseq=False
-    )
+    result = None
+    if form.is_valid() and form.query is not None:
+        result = trace_list_page(team=membership.team, query=form.query, limit=PAGE_SIZE)
+    list_url = reverse("traces:list", kwargs={"team_slug": membership.team.slug})
+    links = TraceListLinks(list_url, request.GET)
+    sort = form.query.sort if form.query else TraceSort.NEWEST
+    next_cursor = result.page.next_cursor if result else None
     context = {
         "team": membership.team,
         "form": form,
-        "page": page,
-        "next_query": next_query,
-        "first_query": first_query,
+        "query": form.query,
+        "page": result.page if result else TracePage([], None),
+        "rows": _listed_rows(result, list_url, membership.team.slug, pipelines) if result else [],
+        "list_url": list_url,
+        "next_url": links.with_changes(cursor=next_cursor.encode()) if next_cursor else None,
+        "first_url": links.with_changes(cursor=""),
+        "start_sort_url": links.with_changes(
+            sort=TraceSort.OLDEST if sort == TraceSort.NEWEST else TraceSort.NEWEST, cursor=""
+        ),
+        "duration_sort_url": links.with_changes(
+            sort=TraceSort.FASTEST if sort == TraceSort.SLOWEST else TraceSort.SLOWEST, cursor=""
+        ),
         "paged": bool(request.GET.get("cursor")),
     }
     return render_page(request, LIST, context, partial="results")
+
+
+@dataclass(frozen=True)
+class ListedRow:
+    item: TraceSummary
+    stage_time: StageTime | None
+    detail_url: str
+    pipeline_url: str
+
+
+def _listed_rows(
+    result: TraceListPage, list_url: str, team_slug: str, pipelines: list[Pipeline]
+) -> list[ListedRow]:
+    """The page's rows with their links: a trace's page is under the list's URL, and
+    reversing 100 URLs a page would cost more than its query."""
+    pipeline_urls = {
+        p.pk: reverse("pipelines:detail", kwargs={"team_slug": team_slug, "pipeline_slug": p.slug})
+        for p in pipelines
+    }
+    return [
+        ListedRow(
+            row.item,
+            row.stage_time,
+            f"{list_url}{row.item.trace_id}/",
+            pipeline_urls.get(row.item.trace.pipeline_id or 0, ""),
+        )
+        for row in result.rows
+    ]
 
 
 @login_required
@@ -100,7 +126,9 @@ def trace_detail(request: HtmxHttpRequest, team_slug: str, trace_hex: str) -> Ht
             "traces:detail", kwargs={"team_slug": membership.team.slug, "trace_hex": hex_id}
         ),
         "state": trace.state_label(timezone.now()),
+        "settle_seconds": settings.TRACE_SETTLE_SECONDS,
         "idle_seconds": settings.TRACE_IDLE_SECONDS,
+        "max_wait_seconds": settings.TRACE_MAX_WAIT_SECONDS,
         "started_at": ns_to_datetime(trace.start_ns) if trace.start_ns is not None else None,
         "analysis": analysis,
         "waterfall": waterfall,

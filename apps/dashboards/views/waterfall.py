@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from apps.analysis.selectors import SpanPart, TraceAnalysis, WaterfallRow
 from apps.analysis.stage_reasons import NO_STAGE_RULE, StageReason
+from apps.core.figures import format_ms
 from apps.core.templatetags.figures import stage_class
 from apps.core.time import ns_to_ms
 from apps.dashboards.views.span_details import ContentLoader, SpanDetails, span_details
@@ -48,7 +49,7 @@ class BarRow(NamedTuple):
     # Styles only, no titles: the details panel tells the span's time on the path, and a
     # title on each of a root's dozens of segments would weigh more than the row.
     critical: tuple[str, ...]
-    duration: str  # "12.5 ms"
+    duration: str  # "12.5 ms", as format_ms writes it
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ def waterfall_rows(
                 reason=row.reason.text(names),
                 bars=tuple(_bar(part, scale, colours) for part in row.parts),
                 critical=tuple(scale.style(seg.start_ns, seg.end_ns) for seg in row.critical),
-                duration=f"{ns_to_ms(span.duration_ns)} ms",
+                duration=format_ms(ns_to_ms(span.duration_ns)),
             )
         )
     return rows
@@ -228,7 +229,7 @@ def _bar(part: SpanPart, scale: Scale, colours: dict[str, int]) -> Bar:
         css=f"wf-bar {stage_class(colour)}",
         style=scale.style(part.start_ns, part.end_ns),
         stage=part.stage or "",
-        title=f"{_stage_label(part.stage)}: {ns_to_ms(part.end_ns - part.start_ns)} ms",
+        title=f"{_stage_label(part.stage)}: {format_ms(ns_to_ms(part.end_ns - part.start_ns))}",
     )
 
 

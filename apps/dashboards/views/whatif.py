@@ -97,7 +97,7 @@ def whatif_page_view(request: HtmxHttpRequest, team_slug: str, pipeline_slug: st
         replay, busy = _run(pipeline, RunKind.REPLAY, replay_asked)
         levers_asked = levers_params(
             start=start, end=end, traces=DEFAULT_TRACES, percentile=percentile,
-            hit_ratio=DEFAULT_HIT_RATIO,
+            hit_ratio=DEFAULT_HIT_RATIO, changes=scenario.changes,
         )  # fmt: skip
         levers, levers_busy = _run(pipeline, RunKind.LEVERS, levers_asked)
     context = {

@@ -4,7 +4,6 @@ Shown so a team can turn real traffic into pipelines; grouped by root span name
 and service over a recent window.
 """
 
-import glob
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +24,7 @@ from django.utils import timezone
 from apps.core.cached import cached_for
 from apps.core.time import datetime_to_ns, ns_to_datetime, ns_to_ms
 from apps.ingest.models import ANALYZED_STATES, Trace
+from apps.pipelines.name_patterns import exact_glob
 from apps.teams.models import Team
 
 WINDOWS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1),
@@ -50,13 +50,7 @@ class PercentileCont(Aggregate):
 
 def root_span_glob(name: str) -> str:
     """A glob matching exactly ``name``; a name too long for the field keeps its start and ``*``."""
-    escaped = glob.escape(name)
-    if len(escaped) <= ROOT_SPAN_GLOB_MAX:
-        return escaped
-    cut = ROOT_SPAN_GLOB_MAX - 1
-    while len(glob.escape(name[:cut])) > ROOT_SPAN_GLOB_MAX - 1:
-        cut -= 1
-    return glob.escape(name[:cut]) + "*"
+    return exact_glob(name, max_length=ROOT_SPAN_GLOB_MAX)
 
 
 @dataclass(frozen=True)

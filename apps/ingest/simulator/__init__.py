@@ -8,6 +8,7 @@ only the pacing between traces follows the wall clock.
 
 from apps.ingest.simulator.send import CountingExporter, drain, emit_trace, run_paced
 from apps.ingest.simulator.traffic_plan import (
+    Drift,
     Profile,
     Switches,
     TracePlanner,
@@ -17,6 +18,7 @@ from apps.ingest.simulator.traffic_plan import (
 
 __all__ = [
     "CountingExporter",
+    "Drift",
     "Profile",
     "Switches",
     "TracePlanner",

@@ -130,7 +130,7 @@ def run_paced(
         if due > now:
             stop.wait(due - now)
             continue
-        plan = planner.plan()
+        plan = planner.plan(elapsed_s=now - started)
         end_ns = time.time_ns()
         emit_trace(tracer=tracer, plan=plan, start_ns=end_ns - round(plan.root.end_ms * NS_PER_MS))
         stats.traces += 1

@@ -68,6 +68,36 @@ class Switches:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """One step slowed down now and then, as a provider or a shard has bad minutes: ``factor``
+    times its usual duration for ``length_s`` seconds every ``every_s``, the first time
+    ``first_s`` into the run. Its stage goes over budget and comes back, so violations open
+    and close while the rest of the pipeline stays within budget."""
+
+    step: str
+    factor: float = 2.5
+    every_s: float = 900.0
+    length_s: float = 180.0
+    first_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.step not in MEDIAN_MS:
+            raise ValueError(f"The drifting step is one of {', '.join(MEDIAN_MS)}.")
+        if not 1 <= self.factor <= 100:
+            raise ValueError("The drift factor is between 1 and 100.")
+        if not 0 < self.length_s < self.every_s:
+            raise ValueError("A drift lasts more than 0 s and less than its period.")
+        if self.first_s < 0:
+            raise ValueError("The first drift starts at 0 s or later.")
+
+    def active(self, elapsed_s: float) -> bool:
+        """Whether the step drifts ``elapsed_s`` seconds into the run."""
+        if elapsed_s < self.first_s:
+            return False
+        return (elapsed_s - self.first_s) % self.every_s < self.length_s
+
+
+@dataclass(frozen=True)
 class TraceShape:
     """What the pipeline recognises: the service and the root span's name and attributes."""
 
@@ -131,20 +161,26 @@ class TracePlanner:
         shape: TraceShape,
         profile: Profile | None = None,
         switches: Switches | None = None,
+        drift: Drift | None = None,
     ) -> None:
         self.rng = rng
         self.shape = shape
         self.profile = profile or Profile()
         self.switches = switches or Switches()
+        self.drift = drift
         self._spans: list[PlannedSpan] = []
         self._slow: str | None = None  # the step whose next span is an outlier
+        self._drifting: str | None = None  # the step slowed by the drift in this trace
 
-    def plan(self) -> TracePlan:
+    def plan(self, *, elapsed_s: float = 0.0) -> TracePlan:
+        """One request's schedule, ``elapsed_s`` seconds into the run (for the drift)."""
         # Each step draws from a stream of its own, seeded once per trace: the same seed
         # gives the same durations to every step that runs, whatever the switches add or
         # leave out, so traffic with and without a change can be compared trace by trace.
         self._seed = self.rng.getrandbits(64)
         self._streams: dict[str, random.Random] = {}
+        drift = self.drift
+        self._drifting = drift.step if drift is not None and drift.active(elapsed_s) else None
         decide, profile, switches = self._stream("trace"), self.profile, self.switches
         with_tools = decide.random() < profile.tool_rate
         outlier, slow = decide.random(), decide.choice(list(MEDIAN_MS))
@@ -216,6 +252,8 @@ class TracePlanner:
         if step == self._slow:
             duration *= slow_by
             self._slow = None  # one slow span per outlier trace
+        if step == self._drifting and self.drift is not None:
+            duration *= self.drift.factor
         return duration
 
     def _gap(self, after: str) -> float:

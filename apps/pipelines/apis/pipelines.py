@@ -23,6 +23,7 @@ from apps.pipelines.apis.serializers import (
     _pipeline_fields,
     evaluation_defaults,
 )
+from apps.pipelines.presets import PRESET_CHOICES, pipeline_create_from_preset
 from apps.pipelines.selectors import (
     pipeline_with_stages,
     pipelines_for_team,
@@ -54,21 +55,37 @@ class PipelineListApi(ApiView):
         )
 
 
+class PipelineInput(serializers.Serializer):
+    slug = serializers.CharField(max_length=50)
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(allow_blank=True, default="")
+    match = MatchInput(default=lambda: {"service": "", "root_span": "", "attributes": {}})
+    budget = BudgetField()
+    objective = ObjectiveInput(allow_null=True, default=None)
+    evaluation = EvaluationInput(default=evaluation_defaults)
+
+    class Meta:
+        ref_name = "PipelineInput"
+
+
 class PipelineCreateApi(ApiView):
-    class InputSerializer(serializers.Serializer):
-        slug = serializers.CharField(max_length=50)
-        name = serializers.CharField(max_length=100)
-        description = serializers.CharField(allow_blank=True, default="")
-        match = MatchInput(default=lambda: {"service": "", "root_span": "", "attributes": {}})
-        budget = BudgetField()
-        objective = ObjectiveInput(allow_null=True, default=None)
-        evaluation = EvaluationInput(default=evaluation_defaults)
+    class InputSerializer(PipelineInput):
+        preset = serializers.ChoiceField(
+            choices=PRESET_CHOICES,
+            default="blank",
+            help_text="Stages and span rules to start from, as on the creation form: each "
+            "stage gets its share of the budget's highest percentile.",
+        )
 
         class Meta:
-            ref_name = "PipelineInput"
+            ref_name = "PipelineCreateInput"
 
     @team_schema(
         summary="Create a pipeline",
+        description=(
+            "With `preset`, the pipeline comes with that preset's stages and span rules; "
+            "the response shows them."
+        ),
         request=InputSerializer,
         responses={201: PipelineDetailOutput},
         write=True,
@@ -78,10 +95,9 @@ class PipelineCreateApi(ApiView):
         membership = membership_for_request(request, write=True)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        fields = _pipeline_fields(serializer.validated_data)
         with api_field_names(PIPELINE_ERROR_FIELDS):
-            pipeline = services.pipeline_create(
-                team=membership.team, **_pipeline_fields(serializer.validated_data)
-            )
+            pipeline = pipeline_create_from_preset(team=membership.team, **fields)
         data = PipelineDetailOutput(pipeline_with_stages(pipeline=pipeline)).data
         return Response(data, status=status.HTTP_201_CREATED)
 
@@ -98,7 +114,7 @@ class PipelineDetailApi(ApiView):
 
 
 class PipelineUpdateApi(ApiView):
-    InputSerializer = PipelineCreateApi.InputSerializer
+    InputSerializer = PipelineInput
 
     def _update(self, request: Request, pipeline_slug: str, *, partial: bool) -> Response:
         pipeline = pipeline_for_request(request, pipeline_slug, write=True)

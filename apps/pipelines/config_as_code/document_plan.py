@@ -42,4 +42,5 @@ def plan_document(*, team: Team | None, document: Document, options: PlanOptions
         fingerprint = section.fingerprint(spec) if section.fingerprint is not None else ""
         if fingerprint:
             plan.fingerprints.append(f"{section.key}:{fingerprint}")
+    plan.notes += reader.warnings
     return plan

@@ -50,11 +50,16 @@ class Reader:
         self, errors: list[ConfigError] | None = None, *, environment: Environment = NOTHING
     ) -> None:
         self.errors: list[ConfigError] = list(errors or [])
+        # What a plan should say without refusing the file, one line each.
+        self.warnings: list[str] = []
         # The server's environment variables the file may read (see apps/pipelines/environment.py).
         self.environment = environment
 
     def error(self, line: int, message: str) -> None:
         self.errors.append(ConfigError(line, message))
+
+    def warning(self, line: int, message: str) -> None:
+        self.warnings.append(f"! line {line}: {message}")
 
     def mapping(
         self,

@@ -12,7 +12,8 @@ from rest_framework import serializers
 from apps.pipelines.models import Percentile
 from apps.rollups.models import Measure, Violation
 from apps.rollups.selectors import WINDOWS, PipelinePercentiles, Window, requested_bounds
-from apps.rollups.selectors.fit import HEADROOM, PipelineFit
+from apps.rollups.selectors.fit import PipelineFit
+from apps.rollups.selectors.fit_suggestions import HEADROOM
 from apps.rollups.selectors.objectives import ObjectiveStatus
 from apps.rollups.selectors.percentiles import QUANTILES
 from apps.rollups.selectors.violations import CLOSED, E2E, OPEN
@@ -311,6 +312,23 @@ class FitEndToEndOutput(serializers.Serializer):
     untracked_ms = serializers.FloatField(
         allow_null=True, help_text="Critical-path time in no stage, at the same percentile."
     )
+    met = serializers.BooleanField(
+        allow_null=True,
+        help_text="Whether the stages, as observed, can meet the end-to-end budget: the "
+        "untracked time plus their observed percentiles on the critical path, and the "
+        "observed end-to-end percentile, are within it. Null without traffic.",
+    )
+    needed_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="The untracked time plus each stage's observed percentile times its "
+        "share on the critical path.",
+    )
+    suggested_budget_ms = serializers.IntegerField(
+        allow_null=True,
+        help_text="When the budget cannot be met: one that can, the larger of what the "
+        "suggested stage budgets add up to on the critical path and the observed "
+        "end-to-end percentile plus headroom.",
+    )
 
     class Meta:
         ref_name = "FitEndToEnd"
@@ -332,10 +350,52 @@ class FitStageOutput(serializers.Serializer):
     critical_fraction = serializers.FloatField(
         allow_null=True, help_text="Share of the stage's wall time on the critical path."
     )
-    suggested_ms = serializers.IntegerField(allow_null=True)
+    suggested_ms = serializers.IntegerField(
+        allow_null=True,
+        help_text="Never below the observed percentile: observed plus headroom, the "
+        "part on the critical path scaled down while the end-to-end budget can be met.",
+    )
+    target_ms = serializers.IntegerField(
+        allow_null=True,
+        help_text="When the end-to-end budget cannot be met: the budget that would keep "
+        "it, below the observed percentile when the stage must get faster.",
+    )
 
     class Meta:
         ref_name = "FitStage"
+
+
+class FitOverBudgetOutput(serializers.Serializer):
+    stage = serializers.CharField(allow_null=True, help_text="Null for the end to end.")
+    percentile = serializers.ChoiceField(choices=Percentile.choices)
+    observed_ms = serializers.FloatField()
+    budget_ms = serializers.IntegerField(help_text="The budget it would have.")
+    already = serializers.BooleanField(help_text="Over its budget today as well.")
+
+    class Meta:
+        ref_name = "FitOverBudget"
+
+
+class FitPlanOutput(serializers.Serializer):
+    # Text, not a choice: an enum would take the name "KindEnum" from the channels' kind.
+    kind = serializers.CharField(
+        help_text="`fit`: the suggested stage budgets, the end-to-end budget being met; "
+        "`traces`: the suggested stage budgets and end-to-end budget, when the current "
+        "one cannot be met; `keep`: the targets that would keep it.",
+    )
+    stages = serializers.DictField(
+        child=serializers.IntegerField(), help_text="New budgets by stage slug."
+    )
+    e2e_budget_ms = serializers.IntegerField(
+        allow_null=True, help_text="The new end-to-end budget at its percentile, if it changes."
+    )
+    over_budget = FitOverBudgetOutput(
+        many=True,
+        help_text="What would be over budget with these budgets, by the period's percentiles.",
+    )
+
+    class Meta:
+        ref_name = "FitPlan"
 
 
 class FitOutput(serializers.Serializer):
@@ -347,10 +407,12 @@ class FitOutput(serializers.Serializer):
     scale = serializers.FloatField(
         allow_null=True,
         help_text="Factor applied to the stages' critical-path parts so that they fit the "
-        "end-to-end budget (1: they already fit); null when nothing can fit or no data.",
+        "end-to-end budget (1: they already fit): in the suggestions when it can be met, "
+        "in the targets when it cannot; null when nothing can fit or no data.",
     )
     e2e = FitEndToEndOutput(allow_null=True, help_text="Null without an end-to-end budget.")
     stages = FitStageOutput(many=True)
+    plans = FitPlanOutput(many=True, help_text="The ways to apply the suggestions.")
 
     class Meta:
         ref_name = "PipelineFit"
@@ -369,10 +431,25 @@ def fit_data(fit: PipelineFit) -> dict[str, Any]:
             "inconsistent": fit.inconsistent,
             "share_inconsistent": fit.share_inconsistent,
             "untracked_ms": fit.untracked_ms,
+            "met": fit.met,
+            "needed_ms": fit.needed_ms,
+            "suggested_budget_ms": fit.suggested_e2e_ms,
         }
     stages = [
         {**vars(stage_fit), "slug": stage_fit.stage.slug, "name": stage_fit.stage.name}
         for stage_fit in fit.stages
+    ]
+    plans = [
+        {
+            "kind": plan.kind,
+            "stages": {stage.slug: ms for stage, ms in plan.changes},
+            "e2e_budget_ms": plan.e2e_ms,
+            "over_budget": [
+                {**vars(item), "stage": item.stage.slug if item.stage else None}
+                for item in plan.over
+            ],
+        }
+        for plan in fit.plans
     ]
     return {
         "pipeline": fit.pipeline.slug,
@@ -383,6 +460,7 @@ def fit_data(fit: PipelineFit) -> dict[str, Any]:
         "scale": fit.scale,
         "e2e": e2e,
         "stages": stages,
+        "plans": plans,
     }
 
 
@@ -422,6 +500,13 @@ class BurnRateOutput(serializers.Serializer):
     burn_rate = serializers.FloatField(
         allow_null=True,
         help_text="Bad fraction / (1 - target): 1 spends the budget exactly over 30 days.",
+    )
+    coverage = serializers.FloatField(
+        help_text="The share of the window (0 to 1) since the pipeline's first data."
+    )
+    judged = serializers.BooleanField(
+        help_text="Whether data covers enough of the window (BURN_RATE_MIN_COVERAGE) for "
+        "its burn rate to fire an alert."
     )
 
     class Meta:

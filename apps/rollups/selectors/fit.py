@@ -9,12 +9,14 @@ present), computed with SQL aggregates over traces and stage samples:
 * the traces where every budgeted stage met its budget and the end-to-end time
   still exceeded the headline budget: stage budgets that all hold yet do not
   add up, "the allocation is inconsistent";
-* a suggested budget per stage (see ``suggest_budgets``).
+* a suggested budget per stage, whether the end-to-end budget can be met, and the
+  ways to apply them, each saying what would be over budget afterwards (see
+  ``fit_suggestions``).
 """
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,11 +39,12 @@ from apps.core.cached import cached_for
 from apps.core.time import NS_PER_MS, datetime_to_ns
 from apps.ingest.models import Trace
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
+from apps.rollups.selectors.fit_plans import FitPlan, fit_plans
+from apps.rollups.selectors.fit_suggestions import suggest_budgets
 
 PERIOD = timedelta(days=7)
 # A week's scan is not repeated for every member who opens the page within a minute.
 CACHE_S = 60
-HEADROOM = 0.10
 # The budget percentiles as integer percents, in PERCENTILES order.
 PERCENTS = tuple(int(p[1:]) for p in PERCENTILES)
 # Typed: Django would call a difference of big integers an IntegerField and turn a
@@ -62,6 +65,15 @@ class StageFit:
     observed_ms: float | None
     critical_fraction: float | None
     suggested_ms: int | None
+    # The budget that would keep the end-to-end budget when it cannot be met.
+    target_ms: int | None = None
+
+    @property
+    def target_below_observed_ms(self) -> float | None:
+        """How far the target is under what the stage does: what it must get faster by."""
+        if self.target_ms is None or self.observed_ms is None:
+            return None
+        return self.observed_ms - self.target_ms if self.observed_ms > self.target_ms else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,12 @@ class PipelineFit:
     untracked_ms: float | None
     scale: float | None
     stages: list[StageFit]
+    # U + the stages' observed on-path time: what the stages spend as they run.
+    needed_ms: float | None = None
+    # Whether the end-to-end budget can be met by the stages as observed.
+    met: bool | None = None
+    suggested_e2e_ms: int | None = None
+    plans: list[FitPlan] = field(default_factory=list)
 
 
 def _share(part: int | None, whole: int) -> float | None:
@@ -156,45 +174,6 @@ def _over_budget(stages: Sequence[Stage]) -> Q | None:
             over = Q(stage_id=stage.pk, wall_ns__gt=stage.budget_ms * NS_PER_MS)
             condition = over if condition is None else condition | over
     return condition
-
-
-def suggest_budgets(
-    *,
-    observed_ms: dict[int, float],
-    critical_fraction: dict[int, float],
-    budget_ms: int | None,
-    untracked_ms: float,
-) -> tuple[dict[int, int], float | None]:
-    """Suggested budgets by stage id, and the scale ``k`` that fits the end-to-end budget.
-
-    Each stage starts from ``base = observed x (1 + HEADROOM)``: its observed
-    percentile at its own budget percentile plus 10 %. Only the part of a stage's
-    time on the critical path spends end-to-end time: with ``f`` = the stage's
-    summed critical-path time over its summed wall time (1 for a sequential stage,
-    0 for one always hidden behind a slower sibling), ``f x base`` is on the path
-    and ``(1 - f) x base`` runs beside slower work. The stages may spend
-    ``A = E - U``: the end-to-end budget E minus U, the untracked critical time at
-    the same percentile (orchestration no stage owns). Percentiles do not add, but
-    budgets are allocated by adding them, as the allocation bar does.
-
-    With ``D = sum(f x base)``, ``k = min(1, A / D)`` and each suggestion is
-    ``(1 - f) x base + k x f x base``: the on-path parts shrink in proportion to
-    what they spend until they sum to A, the rest is left alone, and bases that
-    already fit stay as they are (k = 1). Without an end-to-end budget, or when
-    U alone exceeds it (A <= 0, nothing can fit), or without traffic, the bases
-    are returned and k is None. Suggestions are rounded to whole milliseconds, at least 1.
-    """
-    bases = {stage_id: value * (1 + HEADROOM) for stage_id, value in observed_ms.items()}
-    available = budget_ms - untracked_ms if budget_ms is not None else 0.0
-    if budget_ms is None or available <= 0 or not bases:
-        return {stage_id: max(1, round(base)) for stage_id, base in bases.items()}, None
-    demand = sum(critical_fraction.get(stage_id, 0.0) * base for stage_id, base in bases.items())
-    scale = min(1.0, available / demand) if demand > 0 else 1.0
-    suggested = {}
-    for stage_id, base in bases.items():
-        on_path = critical_fraction.get(stage_id, 0.0) * base
-        suggested[stage_id] = max(1, round(base - on_path + scale * on_path))
-    return suggested, scale
 
 
 def _expected_share(percentile: str) -> float:
@@ -286,11 +265,12 @@ def pipeline_fit(
         position = PERCENTILES.index(headline[0])
         e2e_observed = trace_values[0][position] / NS_PER_MS
         untracked = trace_values[1][position] / NS_PER_MS
-    suggested, scale = suggest_budgets(
+    suggestions = suggest_budgets(
         observed_ms=observed,
         critical_fraction=fraction,
         budget_ms=headline[1] if headline else None,
         untracked_ms=untracked or 0.0,
+        e2e_observed_ms=e2e_observed,
     )
 
     stage_fits = []
@@ -310,7 +290,8 @@ def pipeline_fit(
                 expected_share=_expected_share(stage.budget_percentile),
                 observed_ms=observed.get(stage.pk),
                 critical_fraction=fraction.get(stage.pk) if runs else None,
-                suggested_ms=suggested.get(stage.pk),
+                suggested_ms=suggestions.stage_ms.get(stage.pk),
+                target_ms=suggestions.target_ms.get(stage.pk),
             )
         )
     return PipelineFit(
@@ -327,6 +308,16 @@ def pipeline_fit(
         inconsistent=totals.get("inconsistent"),
         share_inconsistent=_share(totals.get("inconsistent"), trace_count),
         untracked_ms=untracked,
-        scale=scale,
+        scale=suggestions.scale,
         stages=stage_fits,
+        needed_ms=suggestions.needed_ms,
+        met=suggestions.met,
+        suggested_e2e_ms=suggestions.e2e_ms,
+        plans=fit_plans(
+            suggestions=suggestions,
+            stages=stages,
+            observed_ms=observed,
+            headline=headline,
+            e2e_observed_ms=e2e_observed,
+        ),
     )

@@ -5,6 +5,9 @@ the rollup engine counts the end-to-end values within the threshold of each
 bucket in ``good_count``. Over a window, the bad fraction is (total - good) /
 total; the burn rate is that fraction over the allowed one, 1 - target, so a
 burn rate of 1 spends the error budget exactly over the objective's period.
+
+A window is judged only once the pipeline's data covers ``BURN_RATE_MIN_COVERAGE`` of
+it: twenty seconds of a new pipeline's traffic say nothing about three days.
 """
 
 import math
@@ -12,12 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.core.time import align_down, to_datetime, to_seconds
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+from apps.rollups.selectors.data_span import coverage, pipeline_data_from
 from apps.rollups.selectors.windows import TileRun, tile_runs
 
 BUDGET_PERIOD = timedelta(days=30)
@@ -67,6 +72,17 @@ def good_total(*, pipeline_id: int, start: datetime, end: datetime) -> tuple[int
     return totals["good"] or 0, totals["total"] or 0
 
 
+def window_coverage(*, data_from: int | None, seconds: int, now: datetime) -> float:
+    """The share of the ``seconds`` before ``now`` that the pipeline's data covers."""
+    end = math.ceil(now.timestamp())
+    return coverage(start=end - seconds, end=end, data_from=data_from)
+
+
+def window_judged(share: float) -> bool:
+    """Whether a window with data over ``share`` of it has enough to judge a burn rate."""
+    return share >= float(settings.BURN_RATE_MIN_COVERAGE)
+
+
 @dataclass(frozen=True)
 class BurnRate:
     window: str
@@ -75,6 +91,12 @@ class BurnRate:
     good: int
     bad_fraction: float | None
     burn_rate: float | None
+    coverage: float  # the share of the window the pipeline's data covers, 0 to 1
+    judged: bool  # enough of the window has data for its burn rate to fire an alert
+
+    @property
+    def seconds_with_data(self) -> int:
+        return round(self.coverage * self.seconds)
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,7 @@ class ObjectiveStatus:
     error_budget_remaining: float | None
     burn_rates: list[BurnRate]
     computed_at: datetime
+    min_coverage: float  # BURN_RATE_MIN_COVERAGE when computed
 
 
 def pipeline_objective_status(
@@ -108,17 +131,22 @@ def pipeline_objective_status(
     bad = total - good
     allowed_bad = allowed_fraction * total
     burn_rates = []
+    data_from = pipeline_data_from(pipeline_id=pipeline.pk)
     for name, length in BURN_WINDOWS:
         window_good, window_total = good_total(pipeline_id=pipeline.pk, start=now - length, end=now)
         fraction = (window_total - window_good) / window_total if window_total else None
+        seconds = int(length.total_seconds())
+        share = window_coverage(data_from=data_from, seconds=seconds, now=now)
         burn_rates.append(
             BurnRate(
                 window=name,
-                seconds=int(length.total_seconds()),
+                seconds=seconds,
                 total=window_total,
                 good=window_good,
                 bad_fraction=fraction,
                 burn_rate=fraction / allowed_fraction if fraction is not None else None,
+                coverage=share,
+                judged=window_judged(share),
             )
         )
     return ObjectiveStatus(
@@ -132,4 +160,5 @@ def pipeline_objective_status(
         error_budget_remaining=(allowed_bad - bad) / allowed_bad if allowed_bad else None,
         burn_rates=burn_rates,
         computed_at=now,
+        min_coverage=float(settings.BURN_RATE_MIN_COVERAGE),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db.models import Case, F, Q, QuerySet, When
 
+from apps.core.sql_arrays import column_in
 from apps.core.time import NS_PER_MS
 from apps.pipelines.models import PERCENTILES, Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
@@ -210,14 +211,23 @@ def pipeline_percentiles(
 
 
 def pipelines_percentiles(
-    *, pipelines: Sequence[Pipeline], start: int, end: int, critical_sketches: bool = True
+    *,
+    pipelines: Sequence[Pipeline],
+    start: int,
+    end: int,
+    critical_sketches: bool = True,
+    stages: Sequence[Stage] | None = None,
 ) -> dict[int, PipelinePercentiles]:
     """``pipeline_percentiles`` of several pipelines in a few statements, whatever their
     number: availability, rows (pipelines tiled alike share one condition), stages.
 
     Without ``critical_sketches`` the critical-path rows come without their sketches,
     which never leave the database: shares and means stay exact, its percentiles are
-    left out (an overview shows none), and half the sketches are not decoded."""
+    left out (an overview shows none), and half the sketches are not decoded.
+
+    ``stages``: only these stages of the pipelines are read and listed (beside the
+    end-to-end and untracked figures), for a reader that bounds how many it shows;
+    None reads every stage."""
     if not pipelines:
         return {}
     available = resolution_availability_many(pipeline_ids=[p.pk for p in pipelines])
@@ -231,10 +241,16 @@ def pipelines_percentiles(
     condition = Q()
     for shared, ids in alike.items():
         condition |= Q(pipeline_id__in=ids) & tiles_filter(shared)
-    totals = _read_totals(
-        RollupBucket.objects.filter(condition), critical_sketches=critical_sketches
-    )
-    stages: dict[int, list[Stage]] = defaultdict(list)
-    for stage in Stage.objects.filter(pipeline__in=pipelines).order_by("position", "id"):
-        stages[stage.pipeline_id].append(stage)
-    return {p.pk: _assemble(p, windows[p.pk], totals, stages.get(p.pk, [])) for p in pipelines}
+    rows = RollupBucket.objects.filter(condition)
+    if stages is None:
+        stages = list(Stage.objects.filter(pipeline__in=pipelines).order_by("position", "id"))
+    else:
+        chosen = [stage.pk for stage in stages]
+        rows = rows.filter(
+            column_in(RollupBucket, "stage_id", [*chosen, E2E_STAGE_ID, UNTRACKED_STAGE_ID])
+        )
+    totals = _read_totals(rows, critical_sketches=critical_sketches)
+    by_pipeline: dict[int, list[Stage]] = defaultdict(list)
+    for stage in stages:
+        by_pipeline[stage.pipeline_id].append(stage)
+    return {p.pk: _assemble(p, windows[p.pk], totals, by_pipeline.get(p.pk, [])) for p in pipelines}

@@ -6,6 +6,11 @@ from apps.teams.services.invitations import (
     invitation_resend,
     invitation_revoke,
 )
+from apps.teams.services.metrics_tokens import (
+    metrics_token_authenticate,
+    metrics_token_create,
+    metrics_token_revoke,
+)
 from apps.teams.services.teams import (
     membership_add,
     membership_change_role,
@@ -54,6 +59,9 @@ __all__ = [
     "membership_default_set",
     "membership_default_settle",
     "membership_remove",
+    "metrics_token_authenticate",
+    "metrics_token_create",
+    "metrics_token_revoke",
     "team_create",
     "user_create",
 ]

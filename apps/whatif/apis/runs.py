@@ -31,7 +31,7 @@ from apps.whatif.apis.serializers import (
     WhatIfOutput,
     run_data,
 )
-from apps.whatif.changes import changes_from_data
+from apps.whatif.changes import changes_from_data, changes_from_texts
 from apps.whatif.models import RunKind, WhatIfRun
 from apps.whatif.params import levers_params, replay_params, stages_by_slug
 from apps.whatif.services import WhatIfBusy, whatif_run_request
@@ -146,6 +146,10 @@ def _lever_parameters() -> list[OpenApiParameter]:
         OpenApiParameter("hit_ratio", OpenApiTypes.NUMBER, OpenApiParameter.QUERY,
                          description="For cache levers: the share of slow requests made fast "
                          "(default 0.5)."),
+        OpenApiParameter("change", OpenApiTypes.STR, OpenApiParameter.QUERY, many=True,
+                         description="A change of the scenario being tried, in the page's "
+                         "form (`rerank:remove`, `retrieval:cache:0.4:20`), repeated for "
+                         "each, at most 20: the levers are found on top of them."),
     ]  # fmt: skip
 
 
@@ -160,7 +164,9 @@ class PipelineLeversApi(ApiView):
             "stages that ran one after the other, with the saving if they ran "
             "concurrently; stages whose times fall in two groups (a cache at work, or "
             "missing), with the saving if more requests took the fast way. Each lever "
-            "carries the `changes` to replay it with. " + WAIT_NOTE
+            "carries the `changes` to replay it with. Given a scenario (`change`), savings "
+            "are measured from the scenario's percentile, and no lever touches a stage it "
+            "removed, a pair it runs concurrently or a stage it caches. " + WAIT_NOTE
         ),
         parameters=_lever_parameters(),
         responses={200: LeversOutput, **RUN_RESPONSES, **FAILED_AND_BUSY},
@@ -172,12 +178,19 @@ class PipelineLeversApi(ApiView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         start, end = serializer.bounds()
+        try:
+            changes = changes_from_texts(
+                request.query_params.getlist("change"), stages=stages_by_slug(pipeline=pipeline)
+            )
+        except ValidationError as exc:
+            raise serializers.ValidationError({"change": exc.messages}) from None
         params = levers_params(
             start=start,
             end=end,
             traces=data["traces"],
             percentile=data["percentile"],
             hit_ratio=data["hit_ratio"],
+            changes=changes,
         )
         run = _requested(pipeline, RunKind.LEVERS, params)
         return _answer(request, run, LeversOutput)

@@ -153,10 +153,13 @@ def whatif_levers_result(*, pipeline: Pipeline, params: dict[str, Any]) -> dict[
     sample = trace_sample(
         pipeline=pipeline, start=params["from"], end=params["to"], size=params["traces"]
     )
+    stages = {stage.slug: stage for stage in sample.stages}
     found = levers_find(
         sample.model,
         stages=[LeverStage(stage.slug, stage.name) for stage in sample.stages],
         percentile=params["percentile"],
         hit_ratio=params.get("hit_ratio", DEFAULT_HIT_RATIO),
+        scenario=changes_from_data(params.get("changes", []), stages=stages),
+        budgets_ms={stage.slug: stage.budget_ms for stage in sample.stages},
     )
     return {**_sample_data(sample), **found}

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from apps.ingest.simulator import (
     CountingExporter,
+    Drift,
     Switches,
     TracePlanner,
     drain,
@@ -28,6 +29,7 @@ from apps.ingest.simulator import (
     shape_for_pipeline,
 )
 from apps.ingest.simulator.demo_token import demo_ingest_token_path
+from apps.ingest.simulator.traffic_plan import MEDIAN_MS
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.models import Team
@@ -85,6 +87,41 @@ class Command(BaseCommand):
             metavar="FRACTION",
             help="Generation takes this much less time: 0.2 is 20 %% faster.",
         )
+        drifting = parser.add_argument_group(
+            "a drifting step",
+            "Slow one step down now and then, so that its stage goes over budget and back: "
+            "violations open and close (the demo drifts rerank).",
+        )
+        drifting.add_argument(
+            "--drift", choices=list(MEDIAN_MS), metavar="STEP", help="The step that drifts."
+        )
+        drifting.add_argument(
+            "--drift-factor",
+            type=float,
+            default=2.5,
+            help="How many times slower it gets (default: 2.5).",
+        )
+        drifting.add_argument(
+            "--drift-every",
+            type=float,
+            default=900.0,
+            metavar="SECONDS",
+            help="How often it drifts (default: every 900 s).",
+        )
+        drifting.add_argument(
+            "--drift-for",
+            type=float,
+            default=180.0,
+            metavar="SECONDS",
+            help="How long each drift lasts (default: 180 s).",
+        )
+        drifting.add_argument(
+            "--drift-first",
+            type=float,
+            default=300.0,
+            metavar="SECONDS",
+            help="When the first drift starts, counted from the start (default: 300 s).",
+        )
         parser.add_argument(
             "--wait",
             type=float,
@@ -109,6 +146,18 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        drift = None
+        if options["drift"]:
+            try:
+                drift = Drift(
+                    step=options["drift"],
+                    factor=options["drift_factor"],
+                    every_s=options["drift_every"],
+                    length_s=options["drift_for"],
+                    first_s=options["drift_first"],
+                )
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
         team = team_by_slug(slug=options["team"])
         if team is None:
             raise CommandError(f"No team with the slug “{options['team']}”.")
@@ -120,18 +169,26 @@ class Command(BaseCommand):
         token = _token(team=team, given=options["token"])
         base_url = _base_url(options["url"] or settings.SITE_URL)
 
-        self.stdout.write(f"Waiting for {base_url}/healthz …")
-        _wait_for_server(base_url, timeout=options["wait"])
-        self._run(
-            pipeline=pipeline,
-            endpoint=base_url + TRACES_PATH,
-            token=token,
-            rps=rps,
-            duration=duration,
-            seed=options["seed"],
-            gzip=options["gzip"],
-            switches=switches,
-        )
+        # Ctrl-C or SIGTERM at any point, even while waiting for the server, ends the
+        # command cleanly: what is sent is flushed, and it exits 0.
+        stop = threading.Event()
+        with _stop_on_signals(stop):
+            self.stdout.write(f"Waiting for {base_url}/healthz …")
+            if not _wait_for_server(base_url, timeout=options["wait"], stop=stop):
+                self.stdout.write("Stopped before the server answered; nothing was sent.")
+                return
+            self._run(
+                pipeline=pipeline,
+                endpoint=base_url + TRACES_PATH,
+                token=token,
+                rps=rps,
+                duration=duration,
+                seed=options["seed"],
+                gzip=options["gzip"],
+                switches=switches,
+                drift=drift,
+                stop=stop,
+            )
 
     def _run(
         self,
@@ -144,6 +201,8 @@ class Command(BaseCommand):
         seed: int | None,
         gzip: bool,
         switches: Switches,
+        drift: Drift | None = None,
+        stop: threading.Event,
     ) -> None:
         shape = shape_for_pipeline(pipeline=pipeline)
         exporter = CountingExporter(
@@ -163,17 +222,20 @@ class Command(BaseCommand):
         queue_size = max(2048, int(rps * 15 * 10))
         provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue_size))
         # Seeds the shapes only: random ids keep two runs from colliding on the server.
-        planner = TracePlanner(rng=random.Random(seed), shape=shape, switches=switches)
+        planner = TracePlanner(rng=random.Random(seed), shape=shape, switches=switches, drift=drift)
         self.stdout.write(
             f"Sending {rps:g} traces/s of “{pipeline.name}” as {shape.service} “{shape.root_span}” "
             f"to {endpoint} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"
         )
-        stop = threading.Event()
+        if drift is not None:
+            self.stdout.write(
+                f"{drift.step} drifts {drift.factor:g}x slower for {drift.length_s:g} s every "
+                f"{drift.every_s:g} s, the first time {drift.first_s:g} s from now"
+            )
         try:
-            with _stop_on_signals(stop):
-                stats = run_paced(
-                    planner=planner, provider=provider, rps=rps, duration=duration, stop=stop
-                )
+            stats = run_paced(
+                planner=planner, provider=provider, rps=rps, duration=duration, stop=stop
+            )
         finally:
             timeout = FLUSH_AFTER_SIGNAL_TIMEOUT_S if stop.is_set() else FLUSH_TIMEOUT_S
             drain(provider=provider, exporter=exporter, timeout=timeout)
@@ -213,20 +275,22 @@ def _base_url(url: str) -> str:
     return url
 
 
-def _wait_for_server(base_url: str, *, timeout: float) -> None:
-    """Return once GET /healthz answers 200; `make run` starts us alongside the web server."""
+def _wait_for_server(base_url: str, *, timeout: float, stop: threading.Event) -> bool:
+    """True once GET /healthz answers 200 (`make run` starts us alongside the web server);
+    False if asked to stop first."""
     deadline = time.monotonic() + timeout
-    while True:
+    while not stop.is_set():
         try:
             # The scheme was checked by _base_url.
             with urllib.request.urlopen(f"{base_url}/healthz", timeout=2) as response:  # noqa: S310
                 if response.status == 200:
-                    return
+                    return True
         except (urllib.error.URLError, OSError):
             pass
         if time.monotonic() >= deadline:
             raise CommandError(f"No server answered at {base_url}/healthz within {timeout:g} s.")
-        time.sleep(0.5)
+        stop.wait(0.5)
+    return False
 
 
 @contextmanager
