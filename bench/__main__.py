@@ -14,6 +14,7 @@ django.setup()
 
 from bench import (  # noqa: E402
     alerts,
+    attribution,
     dashboards,
     decode,
     evaluation,
@@ -31,6 +32,7 @@ from bench import (  # noqa: E402
 BENCHMARKS: dict[str, Callable[[], int | None]] = {
     "pages": pages.run,
     "decode": decode.run,
+    "attribution": attribution.run,
     "sketch": sketch.run,
     "ingest": ingest.run,
     "rollup": rollup.run,
