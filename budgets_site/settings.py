@@ -704,5 +704,8 @@ LOGGING = {
             "level": env.str("REQUEST_LOG_LEVEL", default="INFO"),
             "propagate": True,
         },
+        # django-axes writes a line at INFO for every sign-in (and its version at start);
+        # lockouts are WARNING, so the request level keeps them and drops the routine.
+        "axes": {"level": env.str("REQUEST_LOG_LEVEL", default="INFO"), "propagate": True},
     },
 }
