@@ -54,7 +54,7 @@ def _write_samples(rows: list[tuple[Any, ...]]) -> None:
         "critical_ns", "span_count", "error",
     )  # fmt: skip
     with connection.cursor() as cursor:
-        statement = f"COPY rollups_stagesample ({', '.join(columns)}) FROM STDIN"
+        statement = f"COPY analysis_stagesample ({', '.join(columns)}) FROM STDIN"
         with cursor.cursor.copy(statement) as copy:
             for row in rows:
                 copy.write_row(row)

@@ -239,7 +239,7 @@ CROSS JOIN generate_series(0, %(per_trace)s - 1) AS k
 """
 
 _SAMPLES = """
-INSERT INTO rollups_stagesample (trace_pk, stage_id, start_ns, team_id, pipeline_id,
+INSERT INTO analysis_stagesample (trace_pk, stage_id, start_ns, team_id, pipeline_id,
     wall_ns, critical_ns, span_count, error)
 SELECT t.id, (%(stages)s::bigint[])[s.stage_i + 1], t.start_ns, t.team_id, t.pipeline_id,
     s.wall_ns, s.critical_ns, 1, false
@@ -268,7 +268,7 @@ def _load(now_s: int) -> Loaded:
         pipeline_ids.append(None)
     _, token = api_token_create(user=user, name="bench")
     today = to_datetime(now_s).date()
-    for table in ("ingest_span", "rollups_stagesample"):
+    for table in ("ingest_span", "analysis_stagesample"):
         partitions_ensure(table, first=today - timedelta(days=DAYS + 1), last=today)
     from apps.analysis.trace_search import MAX_WALL_BUCKET, SHARE_STEPS
 
@@ -315,7 +315,7 @@ def _load(now_s: int) -> Loaded:
         started = time.perf_counter()
         # What autovacuum does in time: statistics, and the visibility map that lets
         # PostgreSQL answer from an index alone.
-        for table in ("ingest_trace", "rollups_stagesample", "ingest_span"):
+        for table in ("ingest_trace", "analysis_stagesample", "ingest_span"):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
         print(f"vacuumed and analyzed in {time.perf_counter() - started:.0f} s")
     return Loaded(user, token, teams, traces, spans, samples)

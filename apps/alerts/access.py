@@ -52,12 +52,6 @@ def team_for_request(request: Request, *, write: bool = False) -> Team:
     return _membership(request.user, team_slug_for_request(request), write).team
 
 
-def channel_for_request(request: Request, channel_slug: str, *, write: bool = False) -> Channel:
-    return get_object_or_404(
-        Channel, team=team_for_request(request, write=write), slug=channel_slug
-    )
-
-
 def rule_for_request(request: Request, rule_slug: str, *, write: bool = False) -> AlertRule:
     return get_object_or_404(
         AlertRule.objects.select_related("pipeline", "stage"),

@@ -1,7 +1,7 @@
 """Forms of the alert pages: channels, rules and silences, in the shapes the services take."""
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,19 +28,6 @@ from apps.teams.models import slug_validator
 MAX_ADDRESS_TEXT = 6000
 _ADDRESS_SEPARATORS = re.compile(r"[\s,;]+")
 SLUG_HELP = "Lowercase letters, digits and hyphens; used in the API and the configuration file."
-
-
-def add_service_error(
-    form: forms.Form, error: ValidationError, renames: Mapping[str, str] | None = None
-) -> None:
-    """A service's ValidationError on the form: on the field it names (``renames`` maps a
-    model field to the form's), else above the form."""
-    if not hasattr(error, "error_dict"):
-        form.add_error(None, error)
-        return
-    for field, messages in error.error_dict.items():
-        field = (renames or {}).get(field, field)
-        form.add_error(field if field in form.fields else None, messages)
 
 
 def split_addresses(text: str) -> list[str]:

@@ -24,7 +24,6 @@ class StageSample(models.Model):
     error = models.BooleanField(default=False)
 
     class Meta:
-        db_table = "rollups_stagesample"  # created by the rollups app; kept on moving here
         indexes = [
             models.Index(fields=["pipeline_id", "start_ns"], name="stagesample_pipeline_start"),
         ]
@@ -51,7 +50,6 @@ class DirtyBucket(models.Model):
     quarantined_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        db_table = "rollups_dirtybucket"  # created by the rollups app; kept on moving here
         constraints = [
             models.UniqueConstraint(
                 fields=["pipeline_id", "resolution", "bucket_start"], name="dirtybucket_unique"

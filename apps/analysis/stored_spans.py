@@ -11,6 +11,7 @@ from apps.analysis.span_projection import PROJECTED_FIELDS, READ_BYTES_SQL, Span
 from apps.analysis.spans import Span
 from apps.core.sql_arrays import array_literal
 from apps.ingest.decoding.records import KINDS
+from apps.ingest.models import Span as StoredSpan
 from apps.ingest.models import StatusCode, Trace
 
 _KIND_COUNT = len(KINDS)
@@ -69,7 +70,7 @@ def spans_of_traces(traces: list[Trace]) -> dict[int, list[Span]]:
     # bounds (inlined as constants) let PostgreSQL skip the day partitions that cannot
     # hold these spans instead of probing every day's index for every trace.
     columns = ", ".join(f"{f}::text" if f in ("attributes", "events") else f for f in SPAN_FIELDS)
-    sql = f"SELECT {columns} FROM ingest_span WHERE trace_pk = ANY(%s::bigint[])"  # noqa: S608
+    sql = f"SELECT {columns} FROM {_SPANS} WHERE trace_pk = ANY(%s::bigint[])"  # noqa: S608
     params: list[int | str] = [array_literal(trace_pks)]
     bounds = _start_bounds(traces)
     if bounds is not None:
@@ -114,9 +115,10 @@ class SpansRead:
 # given (the window's peers are a trace's spans, so a trace is read whole or not at
 # all), keeps the traces that fit. The first trace that does not is named by one more
 # row without a span id.
+_SPANS = StoredSpan._meta.db_table
 _READ = """
     WITH spans AS MATERIALIZED (
-        SELECT s.trace_pk, {columns} FROM ingest_span AS s
+        SELECT s.trace_pk, {columns} FROM {table} AS s
         WHERE s.trace_pk = ANY(%(traces)s::bigint[]) {bounds}
     ), running AS (
         SELECT spans.*, sum({size}) OVER (ORDER BY o.n) AS read_bytes
@@ -151,6 +153,7 @@ def spans_read(traces: list[Trace], *, projection: SpanProjection, max_bytes: in
         params["first"], params["last"] = bounds
     sql = _READ.format(
         columns=projection.columns_sql,
+        table=_SPANS,
         bounds="AND s.start_ns BETWEEN %(first)s AND %(last)s" if bounds is not None else "",
         size=READ_BYTES_SQL,
         fields=", ".join(PROJECTED_FIELDS),

@@ -42,15 +42,16 @@ class WorkerDied(Exception):
         super().__init__(f"its pass stopped without finishing {strikes} times (the worker died)")
 
 
-_OPEN = """
-    INSERT INTO core_passclaim (kind, item_ids, backend_pid, backend_start, claimed_at)
+_TABLE = PassClaim._meta.db_table
+_OPEN = f"""
+    INSERT INTO {_TABLE} (kind, item_ids, backend_pid, backend_start, claimed_at)
     SELECT %s, %s, pg_backend_pid(),
         (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), %s
     RETURNING id
 """
 # Claims whose session is gone; locked so that two passes never count one crash twice.
-_DEAD = """
-    SELECT c.id, c.item_ids FROM core_passclaim AS c
+_DEAD = f"""
+    SELECT c.id, c.item_ids FROM {_TABLE} AS c
     WHERE c.kind = %s AND NOT EXISTS (
         SELECT 1 FROM pg_stat_activity AS a
         WHERE a.pid = c.backend_pid
@@ -66,7 +67,7 @@ def claimed_ids(*, kind: str) -> RawSQL:
     A claim is committed before its pass locks its items, so without this two passes
     starting together would pick the same oldest items and one of them would idle.
     """
-    return RawSQL("SELECT unnest(item_ids) FROM core_passclaim WHERE kind = %s", [kind])
+    return RawSQL(f"SELECT unnest(item_ids) FROM {_TABLE} WHERE kind = %s", [kind])
 
 
 def claim_open(*, kind: str, item_ids: list[int]) -> int:

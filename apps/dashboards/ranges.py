@@ -13,21 +13,23 @@ from urllib.parse import urlencode
 from django import forms
 from django.core.exceptions import ValidationError
 
+from apps.core.percentiles import QUANTILES
 from apps.core.time import to_datetime
-from apps.rollups.selectors import WINDOWS, requested_bounds
-from apps.rollups.selectors.percentiles import QUANTILES
+from apps.core.windows import named_windows
+from apps.rollups.selectors import DEFAULT_WINDOW, WINDOWS, requested_bounds
 
 CUSTOM = "custom"
-DEFAULT_WINDOW = "1h"
-WINDOW_LABELS = {"15m": "15 min", "1h": "1 hour", "6h": "6 hours", "24h": "24 hours",
-                 "7d": "7 days", "30d": "30 days", CUSTOM: "custom"}  # fmt: skip
+# The what-if page's windows: a replay samples the window's newest traces, so past a day
+# it would say little about the window as a whole.
+WHATIF_WINDOWS = named_windows("15m", "1h", "6h", "24h")
 # Pages refresh this often while they show a window ending now.
 REFRESH_SECONDS = 15
 
 
 class RangeForm(forms.Form):
     window = forms.ChoiceField(
-        required=False, choices=[(key, WINDOW_LABELS[key]) for key in [*WINDOWS, CUSTOM]]
+        required=False,
+        choices=[*((key, window.label) for key, window in WINDOWS.items()), (CUSTOM, CUSTOM)],
     )
     percentile = forms.ChoiceField(required=False, choices=[(p, p) for p in QUANTILES])
     start = forms.DateTimeField(
@@ -81,7 +83,7 @@ class Range:
     def label(self) -> str:
         if self.window == CUSTOM:
             return f"{self.start_text} to {self.end_text} UTC"
-        return f"last {WINDOW_LABELS[self.window]}"
+        return WINDOWS[self.window].last
 
     @property
     def ends_now(self) -> bool:

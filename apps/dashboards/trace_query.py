@@ -21,7 +21,7 @@ parameter, which the page shows inline and the API answers as a 400.
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from django.core.exceptions import ValidationError
@@ -29,7 +29,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from apps.core.time import datetime_to_ns
-from apps.dashboards.ranges import WINDOW_LABELS
 from apps.ingest.models import ATTRIBUTE_KEY_MAX_CHARS, ATTRIBUTE_VALUE_MAX_CHARS
 from apps.ingest.selectors import (
     UNMATCHED,
@@ -82,7 +81,7 @@ class TraceQuery:
             return "any time"
         if self.window == CUSTOM:
             return "custom range"
-        return f"last {WINDOW_LABELS[self.window]}"
+        return WINDOWS[self.window].last
 
 
 class _Errors:
@@ -183,7 +182,7 @@ def _time_range(
         if start_text or end_text:
             errors.add("window", "Give either a named range or from/to, not both.")
             return "", None, None
-        return window, datetime_to_ns(now - timedelta(seconds=WINDOWS[window])), None
+        return window, datetime_to_ns(now - WINDOWS[window].delta), None
     if not start_text and not end_text:
         if window == CUSTOM:
             errors.add("from", "Give the start of a custom range.")

@@ -13,11 +13,11 @@ from django.http import QueryDict
 from apps.analysis.rule_suggestions import RuleSuggestion
 from apps.analysis.selectors.unmatched_spans import DEFAULT_WINDOW, WINDOWS
 from apps.analysis.stage_matching import DEFAULT_FIRST_TOKEN_EVENT, RuleSpec
-from apps.dashboards.ranges import CUSTOM, WINDOW_LABELS, Range
+from apps.dashboards.ranges import CUSTOM, Range
 from apps.pipelines.forms import SpanRuleForm, attributes_to_lines
 from apps.pipelines.models import NameMatch, Pipeline, Portion, Stage
 
-WINDOW_CHOICES = [(key, f"last {WINDOW_LABELS[key]}") for key in WINDOWS]
+WINDOW_CHOICES = [(key, window.last) for key, window in WINDOWS.items()]
 
 
 class UnmatchedWindowForm(forms.Form):

@@ -9,12 +9,11 @@ from typing import Any, cast
 from django import forms
 from django.core.exceptions import ValidationError
 
+from apps.core.percentiles import QUANTILES
+from apps.dashboards.ranges import DEFAULT_WINDOW, WHATIF_WINDOWS
 from apps.pipelines.models import Stage
 from apps.whatif.changes import CACHE, CAP, PARALLEL, REMOVE, SCALE, SHIFT, Change, change_from_data
-from apps.whatif.outcome import QUANTILES
 
-WINDOWS = {"15m": "15 minutes", "1h": "hour", "6h": "6 hours", "24h": "24 hours"}
-DEFAULT_WINDOW = "1h"
 CAP_AT_BUDGET = "cap_budget"
 OP_CHOICES = [
     (SCALE, "scale by a factor"),
@@ -30,7 +29,9 @@ OP_CHOICES = [
 class ScenarioForm(forms.Form):
     """What the page shows: its window and percentile, and the changes already chosen."""
 
-    window = forms.ChoiceField(choices=list(WINDOWS.items()), required=False)
+    window = forms.ChoiceField(
+        choices=[(key, window.label) for key, window in WHATIF_WINDOWS.items()], required=False
+    )
     p = forms.ChoiceField(choices=[(p, p) for p in QUANTILES], required=False)
 
     def chosen(self) -> tuple[str, str]:

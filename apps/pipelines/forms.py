@@ -3,10 +3,10 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.models import (
-    PERCENTILES,
     NameMatch,
     Percentile,
     Pipeline,
@@ -69,16 +69,6 @@ def format_attribute_value(value: Any) -> str:
 
 def attributes_to_lines(attributes: dict[str, Any]) -> str:
     return "\n".join(f"{key}={format_attribute_value(v)}" for key, v in attributes.items())
-
-
-def add_service_error(form: forms.Form, error: ValidationError) -> None:
-    """Show a service's ValidationError on the form: on its field when the form has one."""
-    if not hasattr(error, "error_dict"):
-        form.add_error(None, error)
-        return
-    for field, messages in error.error_dict.items():
-        target = field if field in form.fields and field != NON_FIELD_ERRORS else None
-        form.add_error(target, messages)
 
 
 class AttributeLinesField(forms.CharField):

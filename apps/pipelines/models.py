@@ -4,10 +4,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core.models import TimeStampedModel
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
 from apps.teams.models import Team, slug_validator
-
-PERCENTILES = ("p50", "p90", "p95", "p99")
 
 
 class Percentile(models.TextChoices):

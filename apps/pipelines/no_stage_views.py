@@ -7,9 +7,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest
 from apps.pipelines.access import no_stage_rule_for_pipeline, pipeline_for_user
-from apps.pipelines.forms import NoStageRuleForm, add_service_error
+from apps.pipelines.forms import NoStageRuleForm
 from apps.pipelines.models import Pipeline
 from apps.pipelines.services import (
     no_stage_rule_create,

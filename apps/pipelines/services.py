@@ -9,16 +9,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
-from apps.pipelines.models import (
-    PERCENTILES,
-    NoStageRule,
-    Pipeline,
-    Portion,
-    SpanConditions,
-    SpanRule,
-    Stage,
-)
+from apps.pipelines.models import NoStageRule, Pipeline, Portion, SpanConditions, SpanRule, Stage
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,

@@ -8,7 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from apps.pipelines.models import PERCENTILES, NameMatch, Pipeline
+from apps.core.percentiles import PERCENTILES
+from apps.pipelines.models import NameMatch, Pipeline
 from apps.pipelines.name_patterns import name_pattern
 
 ATTRIBUTE_VALUE_TYPES = (str, int, float, bool)

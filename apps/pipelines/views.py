@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.pipelines.access import (
     pipeline_for_user,
@@ -22,7 +23,6 @@ from apps.pipelines.forms import (
     PresetPreviewForm,
     SpanRuleForm,
     StageForm,
-    add_service_error,
 )
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.presets import PRESETS, pipeline_create_from_preset

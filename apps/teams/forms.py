@@ -2,25 +2,13 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 
 from apps.teams.models import Role
 
 # Paths under /teams/ that a team slug would shadow.
 RESERVED_TEAM_SLUGS = frozenset({"new", "tokens"})
-
-
-def add_service_error(form: forms.Form, error: ValidationError) -> None:
-    """Put a service's ValidationError on the form: on its field when the form has one."""
-    if not hasattr(error, "error_dict"):
-        form.add_error(None, error)
-        return
-    for field, errors in error.error_dict.items():
-        target = field if field in form.fields else None
-        if field == NON_FIELD_ERRORS:
-            target = None
-        form.add_error(target, errors)
 
 
 class LoginForm(AuthenticationForm):

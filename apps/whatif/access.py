@@ -6,11 +6,9 @@ same figures as the team's dashboards). Saving and deleting scenarios is for wri
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.shortcuts import get_object_or_404
-from rest_framework.request import Request
 
 from apps.pipelines.models import Pipeline
 from apps.teams.access import membership_for_user
-from apps.teams.request_team import team_slug_for_request
 from apps.whatif.models import SavedScenario, WhatIfRun
 
 
@@ -22,12 +20,6 @@ def whatif_run_for_user(
     if pipeline is not None:
         runs = runs.filter(pipeline=pipeline)
     return get_object_or_404(runs, pk=run_id)
-
-
-def whatif_run_for_request(request: Request, run_id: int) -> WhatIfRun:
-    return whatif_run_for_user(
-        user=request.user, team_slug=team_slug_for_request(request), run_id=run_id
-    )
 
 
 def scenario_for_pipeline(*, pipeline: Pipeline, scenario_id: int) -> SavedScenario:

@@ -15,14 +15,6 @@ from django.core.exceptions import ValidationError
 
 SCALE, SHIFT, CACHE, PARALLEL, REMOVE, CAP = "scale", "shift", "cache", "parallel", "remove", "cap"
 OPS = (SCALE, SHIFT, CACHE, PARALLEL, REMOVE, CAP)
-OP_LABELS = {
-    SCALE: "scale by a factor",
-    SHIFT: "add or take off milliseconds",
-    CACHE: "cache with a hit ratio",
-    PARALLEL: "run concurrently with",
-    REMOVE: "remove (precompute or skip)",
-    CAP: "cap at (degrade)",
-}
 BUDGET = "budget"
 MAX_CHANGES = 20
 MAX_FACTOR = 100.0

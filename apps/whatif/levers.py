@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from apps.core.figures import format_ms
+from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS
 from apps.whatif.changes import CACHE, PARALLEL, REMOVE, SCALE, SHIFT, Change
 from apps.whatif.dependency import NO_STAGE, UNLESS_PARALLEL
-from apps.whatif.outcome import QUANTILES, Floats, nearest_rank
+from apps.whatif.outcome import Floats, nearest_rank
 from apps.whatif.replay import ReplayModel, replay
 from apps.whatif.scenario import Scenario, scenario_compile
 

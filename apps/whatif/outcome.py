@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS
 from apps.rollups.selectors.percentiles import budget_status
 from apps.whatif.replay import ReplayResult
 
-QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 BOOTSTRAP_ROUNDS = 200
 BOOTSTRAP_SEED = 20231030
 Floats = npt.NDArray[np.float64]

@@ -154,7 +154,7 @@ def test_a_trace_whose_rows_the_database_refuses_is_quarantined_alone(world: Tea
                 END IF;
                 RETURN NEW;
             END $$ LANGUAGE plpgsql;
-            CREATE TRIGGER refuse_samples BEFORE INSERT ON rollups_stagesample
+            CREATE TRIGGER refuse_samples BEFORE INSERT ON analysis_stagesample
                 FOR EACH ROW EXECUTE FUNCTION refuse_samples();
             """
         )

@@ -80,7 +80,7 @@ def test_make_run_starts_web_worker_and_scheduler_on_the_embedded_default(
         def demo_trace_analyzed() -> bool:
             return bool(
                 count(
-                    "SELECT COUNT(*) FROM ingest_trace t JOIN rollups_stagesample s "
+                    "SELECT COUNT(*) FROM ingest_trace t JOIN analysis_stagesample s "
                     "ON s.trace_pk = t.id WHERE t.state IN (1, 2) AND t.pipeline_id IS NOT NULL"
                 )
             )

@@ -38,8 +38,8 @@ def busy_team(team: Team, pipelines: int) -> None:
     now = int(time.time())
     moment = datetime.fromtimestamp(now, UTC)
     tiles = set()
-    for seconds in WINDOWS.values():
-        start, end = window_bounds(now=moment, seconds=seconds)
+    for window in WINDOWS.values():
+        start, end = window_bounds(now=moment, seconds=window.seconds)
         tiles.update(tile_window(start=start, end=end))
     tiles.add(Tile(RESOLUTIONS[-1], now - now % RESOLUTIONS[-1]))
     ids = []

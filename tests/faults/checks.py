@@ -100,7 +100,7 @@ def analysis_check(
     samples = Counter(
         (trace_pk, stage_id)
         for trace_pk, stage_id in conn.execute(
-            "SELECT trace_pk, stage_id FROM rollups_stagesample WHERE team_id = %s", [team_id]
+            "SELECT trace_pk, stage_id FROM analysis_stagesample WHERE team_id = %s", [team_id]
         ).fetchall()
     )
     report = Analysis(traces=len(traces), final=0)
@@ -130,7 +130,7 @@ def traces_settled(conn: Connection, *, team_id: int, stage_count: int, traces: 
     final, samples = conn.execute(
         "SELECT (SELECT count(*) FROM ingest_trace WHERE team_id = %s AND state = ANY(%s) "
         "AND trace_id = ANY(%s)), "
-        "(SELECT count(*) FROM rollups_stagesample WHERE team_id = %s)",
+        "(SELECT count(*) FROM analysis_stagesample WHERE team_id = %s)",
         [team_id, [int(s) for s in FINAL_STATES], list(traces), team_id],
     ).fetchone() or (0, 0)
     return bool(final == len(traces) and samples >= stage_count * len(traces))

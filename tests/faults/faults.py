@@ -41,11 +41,11 @@ DRAIN_LATE = (
 )
 FINALIZE_ANY = (
     "FROM ingest_span WHERE trace_pk = ANY",
-    "rollups_stagesample",
+    "analysis_stagesample",
     "UPDATE ingest_trace AS t",
 )
 # Samples written or traces marked final, the transaction not yet committed.
-FINALIZE_LATE = ("COPY rollups_stagesample", "UPDATE ingest_trace AS t", "rollups_dirtybucket")
+FINALIZE_LATE = ("COPY analysis_stagesample", "UPDATE ingest_trace AS t", "analysis_dirtybucket")
 
 
 @dataclass(frozen=True)

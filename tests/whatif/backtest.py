@@ -4,12 +4,12 @@ traffic with it and compare the end-to-end percentiles (docs/whatif.md)."""
 import time
 from dataclasses import dataclass
 
+from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS, NS_PER_S
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.ingest.simulator import Switches
 from apps.pipelines.models import Pipeline
 from apps.whatif.changes import Change
-from apps.whatif.outcome import QUANTILES
 from apps.whatif.params import replay_params
 from apps.whatif.selectors.compute import whatif_replay_result
 from tests.factories import make_team, make_user

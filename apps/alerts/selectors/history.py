@@ -27,15 +27,6 @@ def channel_last_notification(*, channel: Channel) -> Notification | None:
     )
 
 
-def channel_notifications(*, channel: Channel, limit: int = 20) -> list[Notification]:
-    return list(
-        Notification.objects.filter(channel=channel)
-        .select_related("incident")
-        .prefetch_related("delivery_attempts")
-        .order_by("-created_at", "-id")[:limit]
-    )
-
-
 def rules_for_team(*, team: Team) -> QuerySet[AlertRule]:
     return (
         AlertRule.objects.filter(team=team)

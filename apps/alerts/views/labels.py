@@ -20,7 +20,7 @@ from apps.alerts.models import (
 from apps.alerts.selectors.history import channel_last_notification
 from apps.alerts.selectors.recipients import RecipientStatus, channels_recipient_statuses
 from apps.alerts.webhook_urls import url_for_viewers
-from apps.pipelines.models import PERCENTILES
+from apps.core.percentiles import PERCENTILES
 from apps.teams.models import Team
 
 TIMES = "\u00d7"

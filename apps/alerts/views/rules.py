@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.alerts.access import rule_for_user
-from apps.alerts.forms import RuleForm, SilenceForm, add_service_error
+from apps.alerts.forms import RuleForm, SilenceForm
 from apps.alerts.models import AlertRule
 from apps.alerts.selectors.history import channels_for_team, rules_for_team
 from apps.alerts.services.rules import (
@@ -24,6 +24,7 @@ from apps.alerts.services.rules import (
     alert_rule_update,
 )
 from apps.alerts.views.labels import StateRow, condition_words, scope_words, state_rows
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team

@@ -19,7 +19,7 @@ back that took it.
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -46,12 +46,12 @@ from apps.analysis.stored_spans import spans_read
 from apps.analysis.untracked_time import trace_untracked
 from apps.core.cached import cached_for
 from apps.core.time import datetime_to_ns, ns_to_ms
+from apps.core.windows import named_windows
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipeline_with_stages
 
-WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6),
-           "24h": timedelta(days=1), "7d": timedelta(days=7)}  # fmt: skip
+WINDOWS = named_windows("15m", "1h", "6h", "24h", "7d")
 DEFAULT_WINDOW = "24h"
 SAMPLE_TRACES = 200
 SPAN_CAP = 20_000
@@ -151,7 +151,7 @@ def unmatched_spans(
     now: datetime | None = None,
 ) -> UnmatchedSpans:
     """The spans no stage took in the pipeline's newest analyzed traces of ``window``."""
-    since = (now or timezone.now()) - WINDOWS[window]
+    since = (now or timezone.now()) - WINDOWS[window].delta
     loaded = pipeline_with_stages(pipeline=pipeline)
     stages = [StageChoice(stage.slug, stage.name) for stage in loaded.stages.all()]
     matcher = compile_pipeline(loaded).matcher

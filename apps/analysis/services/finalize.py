@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.analysis.attribution import attribute_spans
 from apps.analysis.critical_path import find_root
+from apps.analysis.models import StageSample
 from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.analysis.spans import Span, unique_spans
@@ -282,7 +283,7 @@ def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
     starts = sorted({start for _, start in refinalized if start is not None})
     with connection.cursor() as cursor:
         cursor.execute(
-            "DELETE FROM rollups_stagesample "
+            f"DELETE FROM {StageSample._meta.db_table} "
             "WHERE trace_pk = ANY(%s::bigint[]) AND start_ns = ANY(%s::bigint[])",
             [array_literal(trace_pks), array_literal(starts)],
         )
@@ -294,7 +295,7 @@ def _samples_copy(samples: list[SampleRow]) -> None:
     with connection.cursor() as django_cursor:
         cursor = django_cursor.cursor
         with cursor.copy(
-            f"COPY rollups_stagesample ({columns}) FROM STDIN (FORMAT BINARY)"
+            f"COPY {StageSample._meta.db_table} ({columns}) FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(list(SAMPLE_TYPES))
             for sample in samples:
@@ -336,7 +337,7 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE ingest_trace AS t SET
+            UPDATE {Trace._meta.db_table} AS t SET
                 state = v.state, finalized_at = %s,
                 revision = v.revision, pipeline_id = v.pipeline_id,
                 incomplete = v.incomplete, error = v.error, start_ns = v.start_ns,

@@ -8,6 +8,7 @@ its window is left out rather than given as 0 or NaN: no data is no sample.
 
 from collections.abc import Iterable
 
+from apps.core.percentiles import PERCENTILES, QUANTILES
 from apps.dashboards.prometheus.exposition import Family, Kind, label_set
 from apps.dashboards.selectors.metrics import (
     WINDOWS,
@@ -15,8 +16,6 @@ from apps.dashboards.selectors.metrics import (
     StageMetrics,
     TeamMetrics,
 )
-from apps.pipelines.models import PERCENTILES
-from apps.rollups.selectors.percentiles import QUANTILES
 
 PREFIX = "latency_budget"
 MS_PER_S = 1000

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.core.cached import cached_for
 from apps.core.time import FINEST_RESOLUTION, align_down, to_seconds
+from apps.core.windows import named_windows
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, Violation
 from apps.rollups.selectors.percentiles import (
@@ -30,7 +31,7 @@ from apps.teams.models import Team
 
 # Windows of the observed percentiles, by the name the ``window`` label carries. Five
 # minutes is the budget evaluation's default window: the figure a violation compares.
-WINDOWS = {"5m": 300, "1h": 3600}
+WINDOWS = named_windows("5m", "1h")
 # The days before today change only with traces that arrive late or are analyzed again:
 # their sums are read at most this often, today's bucket on every computation.
 PAST_DAYS_CACHE_S = 3600
@@ -88,8 +89,8 @@ def team_metrics(*, team: Team, now: datetime | None = None) -> TeamMetrics:
             critical_sketches=False,
             stages=stages,
         )
-        for name, seconds in WINDOWS.items()
-        for start, end in [window_bounds(now=now, seconds=seconds)]
+        for name, window in WINDOWS.items()
+        for start, end in [window_bounds(now=now, seconds=window.seconds)]
     }
     totals = _totals_since_start(team=team, pipelines=pipelines, stages=stages, now=now)
     open_percentiles: dict[tuple[int, int], set[str]] = defaultdict(set)

@@ -4,6 +4,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from apps.core.percentiles import QUANTILES
 from apps.dashboards.charts import Sparkline, TimedValue, sparkline
 from apps.dashboards.selectors.figures import (
     NO_DATA,
@@ -17,7 +18,7 @@ from apps.pipelines.models import Pipeline
 from apps.rollups.models import E2E_STAGE_ID, Measure, Violation
 from apps.rollups.selectors import requested_bounds
 from apps.rollups.selectors.data_span import pipelines_data_from
-from apps.rollups.selectors.percentiles import QUANTILES, pipelines_percentiles
+from apps.rollups.selectors.percentiles import pipelines_percentiles
 from apps.rollups.selectors.series import pipelines_series
 from apps.teams.models import Team
 

@@ -8,6 +8,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.analysis.selectors.recompute import figures_predate_rules
+from apps.core.percentiles import QUANTILES
 from apps.core.time import to_datetime
 from apps.dashboards.charts import (
     LineChart,
@@ -31,7 +32,6 @@ from apps.rollups.models import E2E_STAGE_ID, Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles, pipeline_series
 from apps.rollups.selectors.data_span import pipeline_data_from
 from apps.rollups.selectors.objectives import ObjectiveStatus, pipeline_objective_status
-from apps.rollups.selectors.percentiles import QUANTILES
 from apps.rollups.selectors.windows import resolution_availability
 
 CHART_POINTS = 180

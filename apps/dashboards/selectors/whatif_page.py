@@ -7,19 +7,13 @@ from urllib.parse import urlencode
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from apps.core.percentiles import PERCENTILES
+from apps.dashboards.ranges import WHATIF_WINDOWS
 from apps.dashboards.whatif_charts import distribution_chart, stage_bars
 from apps.pipelines.models import Pipeline, Stage
 from apps.whatif.changes import MAX_CHANGES, Change, change_from_text
 from apps.whatif.models import WhatIfRun
 from apps.whatif.urls_query import CHANGE_PARAMETER, whatif_page_url
-
-WINDOW_LABELS = {
-    "15m": "last 15 minutes",
-    "1h": "last hour",
-    "6h": "last 6 hours",
-    "24h": "last 24 hours",
-}
-PERCENTILES = ("p50", "p90", "p95", "p99")
 
 
 @dataclass
@@ -76,8 +70,8 @@ def _run_ids(replay: WhatIfRun | None, levers: WhatIfRun | None) -> list[tuple[s
 def _choices(scenario: PageScenario) -> dict[str, list[tuple[Any, ...]]]:
     """Links that change the window or the percentile and keep the changes."""
     windows = [
-        (key, label, scenario.url(scenario.query(window=key)), key == scenario.window)
-        for key, label in WINDOW_LABELS.items()
+        (key, window.last, scenario.url(scenario.query(window=key)), key == scenario.window)
+        for key, window in WHATIF_WINDOWS.items()
     ]
     percentiles = [
         (p, scenario.url(scenario.query(percentile=p)), p == scenario.percentile)
@@ -97,7 +91,7 @@ def whatif_page(
     base = [("window", scenario.window), ("p", percentile)]
     context: dict[str, Any] = {
         "window": scenario.window,
-        "window_label": WINDOW_LABELS.get(scenario.window, scenario.window),
+        "window_label": WHATIF_WINDOWS[scenario.window].last,  # the form let only these through
         "percentile": percentile,
         "changes": scenario.changes,
         "change_texts": [change.as_text() for change in scenario.changes],

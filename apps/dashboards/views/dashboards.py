@@ -12,17 +12,23 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.htmx import HtmxHttpRequest, render_page
-from apps.dashboards.ranges import REFRESH_SECONDS, WINDOW_LABELS, Range, RangeForm, range_from
+from apps.core.percentiles import QUANTILES
+from apps.core.windows import NAMED_WINDOWS
+from apps.dashboards.ranges import (
+    DEFAULT_WINDOW,
+    REFRESH_SECONDS,
+    WHATIF_WINDOWS,
+    Range,
+    RangeForm,
+    range_from,
+)
 from apps.dashboards.selectors.figures import STATUS_LABELS, default_percentile
 from apps.dashboards.selectors.overview import team_overview
 from apps.dashboards.selectors.pipeline_page import DEFAULT_SORT, pipeline_page
 from apps.dashboards.unmatched_forms import window_for_range
 from apps.dashboards.views.recompute import recompute_context
-from apps.dashboards.whatif_forms import DEFAULT_WINDOW
-from apps.dashboards.whatif_forms import WINDOWS as WHATIF_WINDOWS
 from apps.pipelines.access import pipeline_for_user
 from apps.rollups.selectors import WINDOWS
-from apps.rollups.selectors.percentiles import QUANTILES
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
 
@@ -42,7 +48,9 @@ def common_context(
         "query": range_.query(),
         "percentiles": list(QUANTILES),
         "percentile_links": [(p, range_.query(percentile=p)) for p in QUANTILES],
-        "window_links": [(key, WINDOW_LABELS[key], range_.query(window=key)) for key in windows],
+        "window_links": [
+            (key, NAMED_WINDOWS[key].label, range_.query(window=key)) for key in windows
+        ],
         "pause_query": range_.query(live="0"),
         "resume_query": range_.query(live=""),
         "refresh_seconds": REFRESH_SECONDS,

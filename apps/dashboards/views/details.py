@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.analysis.selectors.rule_test import rule_test
 from apps.analysis.stage_matching import DEFAULT_FIRST_TOKEN_EVENT, WHOLE, RuleSpec
 from apps.core.figures import format_ms
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.time import FINEST_RESOLUTION, align_down, to_datetime, to_seconds
 from apps.dashboards.ranges import RangeForm, range_from
@@ -29,7 +30,6 @@ from apps.pipelines.forms import (
     NoStageRuleForm,
     SpanConditionsForm,
     SpanRuleForm,
-    add_service_error,
 )
 from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
 from apps.pipelines.services import (

@@ -6,7 +6,6 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
-from apps.dashboards.ranges import WINDOW_LABELS
 from apps.dashboards.trace_query import (
     CUSTOM,
     MAX_ATTRIBUTE_FILTERS,
@@ -82,7 +81,7 @@ class TraceFilterForm(forms.Form):
             required=False, label="To (UTC)", widget=_moment_input()
         )
         self.fields["window"].widget = _select(
-            [("", "any time"), *((key, f"last {WINDOW_LABELS[key]}") for key in RANGES),
+            [("", "any time"), *((key, window.last) for key, window in RANGES.items()),
              (CUSTOM, "custom: from / to")]
         )  # fmt: skip
         self.fields["pipeline"].widget = _select(
@@ -143,7 +142,9 @@ class TraceListLinks:
 
 class WindowForm(forms.Form):
     window = forms.ChoiceField(
-        required=False, choices=[(key, f"last {key}") for key in WINDOWS], initial=DEFAULT_WINDOW
+        required=False,
+        choices=[(key, window.last) for key, window in WINDOWS.items()],
+        initial=DEFAULT_WINDOW,
     )
 
     @property

@@ -14,6 +14,7 @@ from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_reason
 from apps.core.time import ns_to_datetime, ns_to_ms
+from apps.core.windows import NAMED_WINDOWS
 from apps.dashboards.selectors.trace_list import StageTime, TraceListPage, trace_list_page
 from apps.dashboards.views.filters import TraceFilterForm, TraceListLinks, WindowForm
 from apps.dashboards.views.waterfall import WaterfallAsk, ticks, waterfall_page
@@ -172,6 +173,7 @@ def unmatched_traffic_view(request: HtmxHttpRequest, team_slug: str) -> HttpResp
         "can_write": membership.can_write,
         "form": form,
         "summary": summary,
+        "window_label": NAMED_WINDOWS[summary.window].label,
         "compact": compact,
         "create_url": reverse("pipelines:create", kwargs={"team_slug": membership.team.slug}),
     }

@@ -16,15 +16,15 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.analysis.selectors.rule_test import rule_test
 from apps.analysis.selectors.unmatched_spans import unmatched_spans_recent
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
-from apps.dashboards.ranges import WINDOW_LABELS
+from apps.core.windows import NAMED_WINDOWS
 from apps.dashboards.unmatched_forms import (
     UnmatchedRuleForm,
     UnmatchedWindowForm,
     suggestion_query,
 )
 from apps.pipelines.access import pipeline_for_user
-from apps.pipelines.forms import add_service_error
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.pipelines.services import span_rule_create
 from apps.teams.current_team import current_team_remember
@@ -60,7 +60,7 @@ def unmatched_spans_view(
         "found": found,
         "compact": compact,
         "stage_choices": list(stage_names.items()),
-        "window_label": WINDOW_LABELS[window],
+        "window_label": NAMED_WINDOWS[window].label,
         # Each group with the rule form's fields of its suggested rule.
         "rows": [
             (group, suggestion_query(group.suggestion) if group.suggestion else {})

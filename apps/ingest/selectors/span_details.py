@@ -17,15 +17,16 @@ import msgspec
 from django.conf import settings
 from django.db import connection
 
-from apps.ingest.models import Trace
+from apps.ingest.models import Span, Trace
 
 MAX_SHOWN_VALUES = 500
 SPAN_HEX = re.compile(r"[0-9a-fA-F]{16}")
 
 # The copy kept when a span was stored twice is the one analysis keeps: ending last,
 # then starting first (``unique_spans``).
+_TABLE = Span._meta.db_table
 _SPAN = """
-    SELECT start_ns FROM ingest_span
+    SELECT start_ns FROM "{table}"
     WHERE trace_pk = %(trace)s AND span_id = %(span)s {bounds}
     ORDER BY GREATEST(start_ns, end_ns) DESC, start_ns LIMIT 1
 """
@@ -34,7 +35,7 @@ _SPAN = """
 # they leave the database; ``count(*) OVER ()`` counts the rows the LIMIT leaves out.
 _ENTRIES = """
     WITH span AS MATERIALIZED (
-        SELECT attributes, events FROM ingest_span
+        SELECT attributes, events FROM "{table}"
         WHERE trace_pk = %(trace)s AND span_id = %(span)s AND start_ns = %(start)s
     ), entries AS (
         SELECT 0 AS entry, NULL::jsonb AS head, a.key, a.value
@@ -63,7 +64,7 @@ _ENTRIES = """
             ELSE to_jsonb(left(text, %(chars)s)) END::text,
         length(text), count(*) OVER ()
     FROM texts ORDER BY entry, key LIMIT %(limit)s
-"""
+""".replace("{table}", Span._meta.db_table)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def span_content(*, trace: Trace, span_hex: str) -> SpanContent | None:
         bounds = "AND start_ns BETWEEN %(first)s AND %(last)s"
         params |= {"first": trace.first_span_start_ns, "last": trace.last_span_start_ns}
     with connection.cursor() as cursor:
-        cursor.execute(_SPAN.format(bounds=bounds), params)
+        cursor.execute(_SPAN.format(table=_TABLE, bounds=bounds), params)
         found = cursor.fetchone()
         if found is None:
             return None

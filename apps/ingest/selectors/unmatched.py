@@ -5,7 +5,7 @@ and service over a recent window.
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import (
@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from apps.core.cached import cached_for
 from apps.core.time import datetime_to_ns, ns_to_datetime, ns_to_ms
+from apps.core.windows import named_windows
 from apps.ingest.models import ANALYZED_STATES, Trace
 from apps.pipelines.name_patterns import exact_glob
 from apps.teams.models import Team
 
-WINDOWS = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(days=1),
-           "7d": timedelta(days=7)}  # fmt: skip
+WINDOWS = named_windows("1h", "6h", "24h", "7d")
 DEFAULT_WINDOW = "24h"
 ROOT_SPAN_GLOB_MAX = 200  # Pipeline.match_root_span
 # Up to a week of a team's traces grouped: not again for every refresh within this long.
@@ -121,7 +121,7 @@ def unmatched_traffic(
 ) -> UnmatchedSummary:
     """The most frequent (root span name, service) pairs among unmatched traces in the window."""
     now = now or timezone.now()
-    since = now - WINDOWS[window]
+    since = now - WINDOWS[window].delta
     traces = _unmatched(team, datetime_to_ns(since))
     grouped = (
         traces.values("root_name", "root_service")

@@ -65,7 +65,8 @@ def raw_batch_store(
     )
     with server_bound_cursor() as cursor:  # the body as a binary parameter, not hex text
         cursor.execute(
-            "INSERT INTO ingest_rawbatch (team_id, token_id, encoding, body, span_count, "
+            f"INSERT INTO {RawBatch._meta.db_table} (team_id, token_id, encoding, body, "
+            "span_count, "
             "received_at, attempts, last_error) VALUES (%s, %s, %s, %b, %s, %s, 0, '') "
             "RETURNING id",
             [team.pk, token.pk if token else None, encoding, body, span_count, batch.received_at],
@@ -102,10 +103,6 @@ def raw_batches_pending() -> bool:
     return RawBatch.objects.filter(last_error="").exists()
 
 
-def raw_backlog_spans() -> int:
-    return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
-
-
 def raw_backlog_spans_by_account() -> dict[str, int]:
     """Spans waiting to be stored, per account (``Account.key``) that has any
     (quarantined batches included: they are a team's to release or discard, and they
@@ -136,7 +133,9 @@ class DrainResult:
 def _bodies(pks: list[int]) -> dict[int, bytes]:
     with server_bound_cursor() as cursor:  # bodies in binary, not as hex text
         cursor.execute(
-            "SELECT id, body FROM ingest_rawbatch WHERE id = ANY(%s)", [pks], binary=True
+            f"SELECT id, body FROM {RawBatch._meta.db_table} WHERE id = ANY(%s)",
+            [pks],
+            binary=True,
         )
         return dict(cursor.fetchall())
 

@@ -18,13 +18,11 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.core.sql_arrays import array_literal
-from apps.ingest.decoding.records import SpanRecord
-from apps.ingest.models import TraceState
+from apps.ingest.models import Span, Trace, TraceState
 from apps.ingest.services.span_rows import (
     COPY_HEADER,
     COPY_TRAILER,
     STAGING_COLUMNS,
-    span_rows,
 )
 from apps.ingest.trace_fill import TraceFill, trace_fill_remember
 
@@ -37,6 +35,9 @@ SPAN_COLUMNS = (
 # One span as a row in SPAN_COLUMNS order (the ORM path).
 SpanRow = tuple[Any, ...]
 
+# Table names from the models, so that SQL follows a rename.
+_TRACE = Trace._meta.db_table
+_SPAN = Span._meta.db_table
 _STAGING = "ingest_span_rows"
 _STAGING_NAMES = ", ".join(name for name, _ in STAGING_COLUMNS)
 # ``refused`` is not in the rows: the drain marks the spans a full trace cannot take.
@@ -85,7 +86,7 @@ _CREATE_TRACES = f"""
         FROM ({_STAGED_SPANS}) AS spans
         GROUP BY team_id, trace_id
     ), created AS (
-        INSERT INTO ingest_trace (team_id, trace_id, state, first_seen_at, last_span_at,
+        INSERT INTO {_TRACE} (team_id, trace_id, state, first_seen_at, last_span_at,
             span_count, root_span_id, first_span_start_ns, last_span_start_ns, incomplete,
             error, untracked_critical_ns, revision, root_name, root_service, byte_count)
         SELECT team_id, trace_id, {TraceState.OPEN}, %(now)s, %(now)s,
@@ -104,7 +105,7 @@ _CREATE_TRACES = f"""
 # same reason; the ones this drain created are invisible to others until it commits.
 _LOCK_TRACES = f"""
     SELECT t.id, t.team_id, t.trace_id, t.span_count, t.byte_count, t.root_span_id IS NOT NULL
-    FROM ingest_trace AS t
+    FROM {_TRACE} AS t
     WHERE (t.team_id, t.trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
         AND t.id <> ALL(%(created)s::bigint[])
     ORDER BY t.id FOR UPDATE OF t
@@ -121,10 +122,10 @@ _REFUSE_OVER_LIMITS = f"""
             t.span_count + row_number() OVER w > %(max_spans)s
                 OR t.byte_count + sum(s.size) OVER w > %(max_bytes)s AS over
         FROM ({_STAGED_SPANS}) AS s
-        JOIN ingest_trace AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
+        JOIN {_TRACE} AS t ON t.team_id = s.team_id AND t.trace_id = s.trace_id
         WHERE t.id = ANY(%(tight)s::bigint[])
             AND NOT EXISTS (
-                SELECT FROM ingest_span AS stored WHERE stored.trace_pk = t.id
+                SELECT FROM {_SPAN} AS stored WHERE stored.trace_pk = t.id
                     AND stored.span_id = s.span_id AND stored.start_ns = s.start_ns
             )
         WINDOW w AS (
@@ -138,7 +139,7 @@ _REFUSE_OVER_LIMITS = f"""
         WHERE s.team_id = r.team_id AND s.trace_id = r.trace_id AND s.span_id = r.span_id
             AND s.start_ns = r.start_ns
     )
-    UPDATE ingest_trace AS t SET spans_dropped = t.spans_dropped + d.spans,
+    UPDATE {_TRACE} AS t SET spans_dropped = t.spans_dropped + d.spans,
         bytes_dropped = t.bytes_dropped + d.bytes
     FROM (
         SELECT trace_pk, count(*) AS spans, sum(size) AS bytes FROM refused GROUP BY trace_pk
@@ -153,10 +154,10 @@ _INSERT_SPANS = f"""
     WITH touched AS MATERIALIZED (
         -- The drain's traces by index lookups: joined directly, the planner would hash
         -- the whole trace table (a scan of every trace kept) to match a few thousand.
-        SELECT id, team_id, trace_id FROM ingest_trace
+        SELECT id, team_id, trace_id FROM {_TRACE}
         WHERE (team_id, trace_id) IN (SELECT team_id, trace_id FROM {_STAGING})
     ), inserted AS (
-        INSERT INTO ingest_span ({", ".join(SPAN_COLUMNS)})
+        INSERT INTO {_SPAN} ({", ".join(SPAN_COLUMNS)})
         SELECT t.id, s.span_id, s.start_ns, s.team_id, s.trace_id, s.parent_span_id, s.name,
             s.service, s.kind, s.end_ns, s.status, s.status_message, s.scope_name,
             s.attributes, s.events, %(now)s
@@ -173,7 +174,7 @@ _INSERT_SPANS = f"""
             min(start_ns) AS first_start, max(start_ns) AS last_start
         FROM inserted GROUP BY trace_pk
     )
-    UPDATE ingest_trace AS t SET
+    UPDATE {_TRACE} AS t SET
         span_count = t.span_count + p.new_spans,
         byte_count = t.byte_count + p.new_bytes,
         last_span_at = %(now)s,
@@ -266,12 +267,3 @@ def _over_limits(
     """Whether a trace's staged spans, all new, would carry it past a limit."""
     spans, size = staged
     return held_spans + spans > limits["max_spans"] or held_bytes + size > limits["max_bytes"]
-
-
-def spans_store(*, team_id: int, records: list[SpanRecord]) -> WriteResult:
-    """Store one team's spans and bring their traces up to date; call inside a transaction.
-
-    A trace that receives a span it did not have is (re)opened and its idle
-    clock restarted; a duplicate span changes nothing.
-    """
-    return span_rows_store([span_rows(team_id, records)])

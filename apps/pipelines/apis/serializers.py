@@ -6,13 +6,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.pipelines.models import (
-    PERCENTILES,
-    NameMatch,
-    Pipeline,
-    Portion,
-    SpanKind,
-)
+from apps.core.percentiles import PERCENTILES
+from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanKind
 from apps.pipelines.validation import EVALUATION_SETTINGS, validate_budget_mapping
 
 # Service errors name model fields; the API reports them under its own nested names.

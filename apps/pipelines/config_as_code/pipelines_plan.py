@@ -5,6 +5,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.config_as_code.pipelines_schema import (
     PipelineSpec,
     PipelinesSpec,
@@ -21,12 +22,7 @@ from apps.pipelines.config_as_code.rules_plan import (
 )
 from apps.pipelines.config_as_code.selectors import pipelines_for_config
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
-from apps.pipelines.models import (
-    PERCENTILES,
-    NoStageRule,
-    Pipeline,
-    Stage,
-)
+from apps.pipelines.models import NoStageRule, Pipeline, Stage
 from apps.pipelines.services import (
     pipeline_create,
     pipeline_delete,

@@ -9,9 +9,10 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.config_as_code.loader import Item, Mapping, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader, suggest
-from apps.pipelines.models import PERCENTILES, NameMatch, Portion, SpanKind
+from apps.pipelines.models import NameMatch, Portion, SpanKind
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,

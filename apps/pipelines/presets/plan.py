@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.budget_rounding import budget_round_down
-from apps.pipelines.models import PERCENTILES, Percentile, Portion, SpanRule
+from apps.pipelines.models import Percentile, Portion, SpanRule
 from apps.pipelines.presets.catalog import PRESETS, Preset, PresetStage
 
 NAME_GROUP = "span name"

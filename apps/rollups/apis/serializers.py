@@ -9,13 +9,13 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.core.percentiles import QUANTILES
 from apps.pipelines.models import Percentile
 from apps.rollups.models import Measure, Violation
 from apps.rollups.selectors import WINDOWS, PipelinePercentiles, Window, requested_bounds
 from apps.rollups.selectors.fit import PipelineFit
 from apps.rollups.selectors.fit_suggestions import HEADROOM
 from apps.rollups.selectors.objectives import ObjectiveStatus
-from apps.rollups.selectors.percentiles import QUANTILES
 from apps.rollups.selectors.violations import CLOSED, E2E, OPEN
 from apps.rollups.selectors.windows import MAX_WINDOW_SECONDS, to_datetime
 

@@ -36,9 +36,10 @@ from django.utils import timezone
 
 from apps.analysis.models import StageSample
 from apps.core.cached import cached_for
+from apps.core.percentiles import PERCENTILES
 from apps.core.time import NS_PER_MS, datetime_to_ns
 from apps.ingest.models import Trace
-from apps.pipelines.models import PERCENTILES, Pipeline, Stage
+from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.selectors.fit_plans import FitPlan, fit_plans
 from apps.rollups.selectors.fit_suggestions import suggest_budgets
 

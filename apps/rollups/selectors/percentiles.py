@@ -13,9 +13,10 @@ from typing import Any
 
 from django.db.models import Case, F, Q, QuerySet, When
 
+from apps.core.percentiles import PERCENTILES, QUANTILES
 from apps.core.sql_arrays import column_in
 from apps.core.time import NS_PER_MS
-from apps.pipelines.models import PERCENTILES, Pipeline, Stage
+from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.windows import (
     Tile,
@@ -28,8 +29,6 @@ from apps.rollups.selectors.windows import (
 )
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.rollups.sketches.merge_batch import Blob, merged_groups
-
-QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 
 
 def ms(value: float | None) -> float | None:

@@ -35,6 +35,7 @@ from apps.core.time import (
     to_datetime,
     to_seconds,
 )
+from apps.core.windows import named_windows
 from apps.rollups.models import RollupBucket
 
 COARSEST = RESOLUTIONS[-1]
@@ -244,14 +245,7 @@ def _resolution_bounds(pipeline_id: int) -> dict[int, tuple[int | None, int | No
 
 
 # Named windows back from now, as the API and the dashboard offer them.
-WINDOWS = {
-    "15m": 15 * 60,
-    "1h": 3600,
-    "6h": 6 * 3600,
-    "24h": 86400,
-    "7d": 7 * 86400,
-    "30d": 30 * 86400,
-}
+WINDOWS = named_windows("15m", "1h", "6h", "24h", "7d", "30d")
 DEFAULT_WINDOW = "1h"
 MAX_WINDOW_SECONDS = 90 * 86400
 
@@ -295,7 +289,7 @@ def requested_bounds(
         if name not in WINDOWS:
             raise ValidationError({"window": [f"Use one of {', '.join(WINDOWS)}."]})
         high = align_down(now_seconds, FINEST_RESOLUTION)
-        return high - WINDOWS[name], high
+        return high - WINDOWS[name].seconds, high
     low = align_down(to_seconds(start), FINEST_RESOLUTION)
     high = align_down(now_seconds if end is None else to_seconds(end), FINEST_RESOLUTION)
     if low >= high:
@@ -326,7 +320,3 @@ def bucket_start_seconds() -> Combinable | str:
     Loading thousands of timestamps costs more in Python than the rest of a series.
     """
     return Cast(Extract("bucket_start", "epoch", tzinfo=UTC), BigIntegerField())
-
-
-def start_seconds(value: int | datetime) -> int:
-    return value if isinstance(value, int) else to_seconds(value)

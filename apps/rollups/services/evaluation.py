@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
 from apps.core.models import QuarantineKind
+from apps.core.percentiles import QUANTILES
 from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
@@ -48,7 +49,6 @@ from apps.rollups.sketches.ddsketch import Sketch
 
 logger = logging.getLogger(__name__)
 
-QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 # One prompt check per pipeline per period this long: with steady traffic a rollup
 # pass follows each second's finalize pass, so a pipeline is checked after every one
 # of them, and no more often however many passes or workers there are.

@@ -15,10 +15,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest
 from apps.teams.client_ip import client_ip_address
 from apps.teams.current_team import current_team_remember
-from apps.teams.forms import LoginForm, SignupForm, add_service_error
+from apps.teams.forms import LoginForm, SignupForm
 from apps.teams.models import Invitation, InvitationStatus, Membership
 from apps.teams.ratelimit import signup_rate_consume
 from apps.teams.selectors import invitation_by_token, membership_default_for_user

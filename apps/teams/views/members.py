@@ -12,10 +12,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_owner, membership_for_user
 from apps.teams.current_team import current_team_forget
-from apps.teams.forms import InvitationCreateForm, RoleChangeForm, add_service_error
+from apps.teams.forms import InvitationCreateForm, RoleChangeForm
 from apps.teams.models import Membership, Role
 from apps.teams.selectors import invitations_open_for_team, memberships_for_team
 from apps.teams.services import (

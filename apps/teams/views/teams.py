@@ -7,10 +7,11 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest
 from apps.teams.access import membership_for_user
 from apps.teams.current_team import current_team_remember
-from apps.teams.forms import TeamCreateForm, add_service_error
+from apps.teams.forms import TeamCreateForm
 from apps.teams.services import membership_default_set, team_create
 
 

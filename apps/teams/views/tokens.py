@@ -11,9 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_user, membership_for_writer
-from apps.teams.forms import ApiTokenCreateForm, IngestTokenCreateForm, add_service_error
+from apps.teams.forms import ApiTokenCreateForm, IngestTokenCreateForm
 from apps.teams.ingest_usage import ingest_usage_for_team
 from apps.teams.models import Membership
 from apps.teams.selectors import api_tokens_for_user, ingest_tokens_for_team

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from apps.core.api.schema import error_responses
 from apps.core.api.views import ApiView
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.access import pipeline_for_request
 from apps.pipelines.models import Pipeline
 from apps.teams.api_schema import team_schema
@@ -140,7 +141,7 @@ def _lever_parameters() -> list[OpenApiParameter]:
         OpenApiParameter("from", OpenApiTypes.DATETIME, OpenApiParameter.QUERY),
         OpenApiParameter("to", OpenApiTypes.DATETIME, OpenApiParameter.QUERY),
         OpenApiParameter("percentile", OpenApiTypes.STR, OpenApiParameter.QUERY,
-                         enum=["p50", "p90", "p95", "p99"], description="Default p95."),
+                         enum=list(PERCENTILES), description="Default p95."),
         OpenApiParameter("traces", OpenApiTypes.INT, OpenApiParameter.QUERY,
                          description="Traces to replay, 100 to 20,000 (default 2,000)."),
         OpenApiParameter("hit_ratio", OpenApiTypes.NUMBER, OpenApiParameter.QUERY,

@@ -5,6 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.core.percentiles import QUANTILES
 from apps.rollups.apis.serializers import E2eOutput as PercentilesE2eOutput
 from apps.rollups.apis.serializers import (
     StageCriticalPathOutput,
@@ -14,7 +15,6 @@ from apps.rollups.apis.serializers import (
 )
 from apps.whatif.changes import MAX_CHANGES, MAX_FACTOR, MAX_MS, OPS
 from apps.whatif.levers import DEFAULT_HIT_RATIO
-from apps.whatif.outcome import QUANTILES
 from apps.whatif.selectors.sample import DEFAULT_TRACES, MAX_TRACES
 
 PERCENTILE_NAMES = list(QUANTILES)

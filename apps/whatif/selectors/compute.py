@@ -10,20 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS, to_datetime
 from apps.pipelines.models import Pipeline, Stage
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.whatif.changes import Change, changes_from_data
 from apps.whatif.levers import DEFAULT_HIT_RATIO, LeverStage, levers_find
-from apps.whatif.outcome import (
-    QUANTILES,
-    PipelineInfo,
-    Resamples,
-    StageInfo,
-    ms,
-    nearest_rank,
-    side,
-)
+from apps.whatif.outcome import PipelineInfo, Resamples, StageInfo, ms, nearest_rank, side
 from apps.whatif.replay import ReplayResult, replay
 from apps.whatif.scenario import Scenario, scenario_compile
 from apps.whatif.selectors.sample import TraceSample, trace_sample
