@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.alerts.models import (
@@ -19,11 +18,10 @@ from apps.alerts.models import (
     Severity,
     WebhookFormat,
 )
-from apps.alerts.services.channels import MAX_ADDRESSES
 from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import slug_validator
 
-# Room for MAX_ADDRESSES long addresses and their separators; anything longer is refused
+# Room for Channel.MAX_ADDRESSES long addresses and their separators; anything longer is refused
 # before it is split, so a pasted directory costs nothing.
 MAX_ADDRESS_TEXT = 6000
 _ADDRESS_SEPARATORS = re.compile(r"[\s,;]+")
@@ -68,19 +66,12 @@ class EmailChannelForm(ChannelForm):
     addresses = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "oncall@example.com"}),
         max_length=MAX_ADDRESS_TEXT,
-        help_text=f"One per line or separated by commas; at most {MAX_ADDRESSES}.",
+        help_text=f"One per line or separated by commas; at most {Channel.MAX_ADDRESSES}.",
     )
 
     def clean_addresses(self) -> list[str]:
-        addresses = split_addresses(self.cleaned_data["addresses"])
-        if not addresses:
-            raise ValidationError("Give at least one address.")
-        if len(addresses) > MAX_ADDRESSES:
-            raise ValidationError(
-                "%(count)s addresses: a channel takes at most %(max)s.",
-                params={"count": len(addresses), "max": MAX_ADDRESSES},
-            )
-        return addresses
+        # The text split into addresses; channel_clean checks them, through the services.
+        return split_addresses(self.cleaned_data["addresses"])
 
     @classmethod
     def initial_for(cls, channel: Channel) -> dict[str, Any]:
@@ -156,21 +147,25 @@ class RuleForm(forms.Form):
     condition = forms.ChoiceField(
         choices=ConditionKind.choices, initial=ConditionKind.VIOLATION, widget=forms.RadioSelect
     )
+    # Numbers are read here and checked by alert_rule_clean, through the services; the
+    # bounds only guide the browser's number inputs.
     violation_for_minutes = forms.IntegerField(
         label="Over budget for (minutes)",
-        min_value=0,
-        max_value=1440,
         initial=0,
+        widget=forms.NumberInput(attrs={"min": 0, "max": AlertRule.MAX_VIOLATION_MINUTES}),
         help_text="0 fires at the first violation.",
     )
     violation_factor = forms.DecimalField(
         label="Only at (times the budget)",
         required=False,
-        min_value=1,
-        max_value=100,
-        max_digits=5,
-        decimal_places=2,
-        widget=forms.NumberInput(attrs={"step": "0.01", "placeholder": "1.5"}),
+        widget=forms.NumberInput(
+            attrs={
+                "step": "0.01",
+                "placeholder": "1.5",
+                "min": AlertRule.MIN_FACTOR,
+                "max": AlertRule.MAX_FACTOR,
+            }
+        ),
         help_text="Optional: fire only while the percentile is at least this many times its "
         "budget.",
     )
@@ -182,9 +177,8 @@ class RuleForm(forms.Form):
     )
     renotify_minutes = forms.IntegerField(
         label="Remind every (minutes)",
-        min_value=0,
-        max_value=10080,
         initial=240,
+        widget=forms.NumberInput(attrs={"min": 0, "max": AlertRule.MAX_RENOTIFY_MINUTES}),
         help_text="While it keeps firing; 0 never reminds.",
     )
     notify_on_resolve = forms.BooleanField(
@@ -199,8 +193,9 @@ class RuleForm(forms.Form):
     no_data_after_s = forms.IntegerField(
         label="No data after (seconds)",
         required=False,
-        min_value=30,
-        max_value=86400,
+        widget=forms.NumberInput(
+            attrs={"min": AlertRule.MIN_NO_DATA_AFTER_S, "max": AlertRule.MAX_NO_DATA_AFTER_S}
+        ),
         help_text="Empty: three of the pipeline's evaluation windows.",
     )
     enabled = forms.BooleanField(required=False, initial=True)

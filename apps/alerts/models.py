@@ -8,7 +8,6 @@ a unique idempotency key, and each try to send it is a ``DeliveryAttempt``. Each
 of an e-mail channel is a ``ChannelRecipient`` with its answer to the confirmation e-mail.
 """
 
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -29,6 +28,8 @@ class WebhookFormat(models.TextChoices):
 
 class Channel(TimeStampedModel):
     """Where notifications go: email addresses, or a webhook URL signed with ``secret``."""
+
+    MAX_ADDRESSES = 20  # of an e-mail channel; checked by ``apps.alerts.channel_clean``
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_channels")
     slug = models.CharField(max_length=50, validators=[slug_validator])
@@ -169,6 +170,13 @@ class AlertRule(TimeStampedModel):
     empty means three of the pipeline's evaluation windows.
     """
 
+    # The bounds of the rule's numbers, checked by ``apps.alerts.rule_clean`` alone.
+    MAX_VIOLATION_MINUTES = 1440
+    MIN_FACTOR, MAX_FACTOR = 1, 100
+    FACTOR_DECIMALS = 2
+    MAX_RENOTIFY_MINUTES = 10080  # a week
+    MIN_NO_DATA_AFTER_S, MAX_NO_DATA_AFTER_S = 30, 86400
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_rules")
     pipeline = models.ForeignKey(
         "pipelines.Pipeline", on_delete=models.CASCADE, related_name="alert_rules"
@@ -182,30 +190,23 @@ class AlertRule(TimeStampedModel):
     condition = models.CharField(
         max_length=10, choices=ConditionKind.choices, default=ConditionKind.VIOLATION
     )
-    violation_for_minutes = models.PositiveIntegerField(
-        default=0, validators=[MaxValueValidator(1440)]
-    )
+    violation_for_minutes = models.PositiveIntegerField(default=0)
     violation_factor = models.DecimalField(
         max_digits=5,
         decimal_places=2,
         null=True,
         blank=True,
-        validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Only when the percentile is at least this many times its budget.",
     )
     burn_windows = models.JSONField(default=list, blank=True)
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
     channels = models.ManyToManyField(Channel, blank=True, related_name="rules")
-    renotify_minutes = models.PositiveIntegerField(
-        default=240, validators=[MaxValueValidator(10080)], help_text="0: never remind."
-    )
+    renotify_minutes = models.PositiveIntegerField(default=240, help_text="0: never remind.")
     notify_on_resolve = models.BooleanField(default=True)
     no_data = models.CharField(
         max_length=10, choices=NoDataPolicy.choices, default=NoDataPolicy.RESOLVE
     )
-    no_data_after_s = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(30), MaxValueValidator(86400)]
-    )
+    no_data_after_s = models.PositiveIntegerField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     silenced_until = models.DateTimeField(null=True, blank=True)
     silence_reason = models.CharField(max_length=500, blank=True)

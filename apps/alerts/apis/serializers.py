@@ -2,18 +2,17 @@
 
 import re
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.alerts.burn_windows import burn_windows_clean
 from apps.alerts.models import (
     AlertRule,
     AlertStatus,
     AttemptOutcome,
+    Channel,
     ChannelKind,
     ConditionKind,
     Incident,
@@ -26,10 +25,9 @@ from apps.alerts.models import (
     Severity,
     WebhookFormat,
 )
-from apps.alerts.services.channels import MAX_ADDRESSES
+from apps.alerts.rule_clean import alert_rule_clean, subject_message
 from apps.alerts.services.payloads import incident_summary
 
-MAX_VIOLATION_MINUTES = 1440
 MAX_RULE_CHANNELS = 50
 VIOLATION_AT_ONCE = {
     "condition": ConditionKind.VIOLATION,
@@ -80,13 +78,13 @@ CONDITION_SCHEMA = {
                 "violation_for_minutes": {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": MAX_VIOLATION_MINUTES,
+                    "maximum": AlertRule.MAX_VIOLATION_MINUTES,
                     "description": "How long a violation in scope must stay open; 0 fires at once.",
                 },
                 "factor": {
                     "type": "number",
-                    "minimum": 1,
-                    "maximum": 100,
+                    "minimum": AlertRule.MIN_FACTOR,
+                    "maximum": AlertRule.MAX_FACTOR,
                     "nullable": True,
                     "description": "Only while the percentile is at least this many times "
                     "its budget (two decimals at most).",
@@ -118,28 +116,22 @@ def _invalid(message: str) -> serializers.ValidationError:
     return serializers.ValidationError(message)
 
 
-def _minutes(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid("violation_for_minutes is a whole number of minutes.")
-    if not 0 <= value <= MAX_VIOLATION_MINUTES:
-        raise _invalid(f"violation_for_minutes is between 0 and {MAX_VIOLATION_MINUTES}.")
-    return value
+# The condition's keys, by the rule field each one sets.
+CONDITION_KEYS = {"violation_for_minutes": "violation_for_minutes", "violation_factor": "factor"}
 
 
-def _factor(value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _invalid("factor is a number of times the budget, such as 1.5.")
+def condition_clean(fields: dict[str, Any]) -> dict[str, Any]:
+    """The condition's fields checked by ``alert_rule_clean``, its errors said of the keys
+    the API names (a burn window's message names its window)."""
     try:
-        factor = Decimal(str(value))
-    except InvalidOperation:
-        raise _invalid("factor is a number of times the budget, such as 1.5.") from None
-    if not factor.is_finite() or not 1 <= factor <= 100:
-        raise _invalid("factor is between 1 and 100 times the budget.")
-    if factor != factor.quantize(Decimal("0.01")):
-        raise _invalid("factor has at most two decimals.")
-    return factor
+        return alert_rule_clean(fields)
+    except DjangoValidationError as exc:
+        messages = [
+            message if name == "burn_windows" else subject_message(CONDITION_KEYS[name], message)
+            for name, errors in exc.message_dict.items()
+            for message in errors
+        ]
+        raise serializers.ValidationError(messages) from None
 
 
 @extend_schema_field(CONDITION_SCHEMA)
@@ -168,17 +160,15 @@ class ConditionField(serializers.Field):
                 windows = []
             elif not isinstance(windows, list):
                 raise _invalid("burn_rate is “default” or a list of window pairs.")
-            try:
-                cleaned = burn_windows_clean(windows)
-            except DjangoValidationError as exc:
-                raise serializers.ValidationError(exc.messages) from None
-            return {"condition": ConditionKind.BURN_RATE, "burn_windows": cleaned}
-        return {
-            "condition": ConditionKind.VIOLATION,
-            "violation_for_minutes": _minutes(data.get("violation_for_minutes", 0)),
-            "violation_factor": _factor(data.get("factor")),
-            "burn_windows": [],
+            return {
+                "condition": ConditionKind.BURN_RATE,
+                **condition_clean({"burn_windows": windows}),
+            }
+        fields = {
+            "violation_for_minutes": data.get("violation_for_minutes", 0),
+            "violation_factor": data.get("factor"),
         }
+        return {"condition": ConditionKind.VIOLATION, **condition_clean(fields), "burn_windows": []}
 
     def to_representation(self, rule: AlertRule) -> dict[str, Any]:
         if rule.condition == ConditionKind.BURN_RATE:
@@ -215,9 +205,8 @@ class ChannelInput(StrictInput):
     kind = serializers.ChoiceField(choices=ChannelKind.choices)
     email_to = serializers.ListField(
         child=serializers.CharField(max_length=254),
-        max_length=MAX_ADDRESSES,
         default=list,
-        help_text=f"E-mail addresses, for kind email; at most {MAX_ADDRESSES}.",
+        help_text=f"E-mail addresses, for kind email; at most {Channel.MAX_ADDRESSES}.",
     )
     url = serializers.CharField(
         max_length=2000, allow_blank=True, default="", help_text="For kind webhook: http(s)."
@@ -242,9 +231,7 @@ class ChannelUpdateInput(StrictInput):
     }
 
     name = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    email_to = serializers.ListField(
-        child=serializers.CharField(max_length=254), max_length=MAX_ADDRESSES, required=False
-    )
+    email_to = serializers.ListField(child=serializers.CharField(max_length=254), required=False)
     url = serializers.CharField(max_length=2000, required=False)
     format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
     secret = serializers.CharField(
@@ -414,17 +401,17 @@ class AlertRuleInput(StrictInput):
         default=list,
         help_text="Channel slugs.",
     )
+    # Whole numbers read here; their bounds are alert_rule_clean's, through the services.
     renotify_minutes = serializers.IntegerField(
-        min_value=0, max_value=10080, default=240, help_text="A reminder while firing; 0 never."
+        default=240, help_text="A reminder while firing; 0 never (at most a week: 10080)."
     )
     notify_on_resolve = serializers.BooleanField(default=True)
     no_data = serializers.ChoiceField(choices=NoDataPolicy.choices, default=NoDataPolicy.RESOLVE)
     no_data_after_s = serializers.IntegerField(
-        min_value=30,
-        max_value=86400,
         allow_null=True,
         default=None,
-        help_text="Without a verdict this long a scope has no data; null: three windows.",
+        help_text="Without a verdict this long a scope has no data, 30 to 86400; null: three "
+        "windows.",
     )
     enabled = serializers.BooleanField(default=True)
 

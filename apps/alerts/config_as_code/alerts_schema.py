@@ -18,8 +18,9 @@ from apps.alerts.config_as_code.common import (
     read_duration,
     read_slug,
 )
-from apps.alerts.config_as_code.condition_schema import parse_condition
+from apps.alerts.config_as_code.condition_schema import parse_condition, rule_value
 from apps.alerts.models import ConditionKind, NoDataPolicy, RuleScope, Severity
+from apps.alerts.rule_clean import alert_rule_clean
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader, suggest
 from apps.teams.models import slug_validator
@@ -41,8 +42,6 @@ ALERT_KEYS = (
 SCOPES = ("e2e", "any_stage", "stage:<slug>")
 STAGE_PREFIX = "stage:"
 DEFAULT_RENOTIFY_MINUTES = 240
-MAX_RENOTIFY_MINUTES = 10080
-NO_DATA_AFTER_S = (30, 86400)
 
 
 @dataclass(frozen=True)
@@ -97,23 +96,19 @@ def _renotify(reader: Reader, item: Item) -> int | None:
     seconds = read_duration(reader, item)
     if seconds is None:
         return None
-    line = item.value.line
     if seconds % 60:
-        reader.error(line, "“renotify” is in whole minutes (e.g. 30m or 4h), or never.")
+        reader.error(item.value.line, "“renotify” is in whole minutes (e.g. 30m or 4h), or never.")
         return None
-    if not 1 <= seconds // 60 <= MAX_RENOTIFY_MINUTES:
-        reader.error(line, "“renotify” must be between 1m and 7d, or never.")
-        return None
-    return seconds // 60
+    minutes: int | None = rule_value(reader, item, "renotify_minutes", seconds // 60)
+    return minutes
 
 
 def _no_data_after(reader: Reader, item: Item) -> int | None:
     seconds = read_duration(reader, item)
-    low, high = NO_DATA_AFTER_S
-    if seconds is not None and not low <= seconds <= high:
-        reader.error(item.value.line, "“no_data_after” must be between 30s and 1d.")
+    if seconds is None:
         return None
-    return seconds
+    checked: int | None = rule_value(reader, item, "no_data_after_s", seconds)
+    return checked
 
 
 def _scope(reader: Reader, item: Item) -> tuple[str, str]:
@@ -165,12 +160,10 @@ def _alert(reader: Reader, node: Node) -> AlertSpec:
     if "condition" in entries:
         severity = fields.get("severity", Severity.WARNING)
         fields.update(parse_condition(reader, entries["condition"], severity))
-    burn_rate = fields.get("condition") == ConditionKind.BURN_RATE
-    if burn_rate and "scope" in entries and fields["scope"] != RuleScope.E2E:
-        reader.error(
+    if "scope" in entries and "condition" in fields:
+        reader.validated(
             entries["scope"].value.line,
-            "A burn-rate condition watches the pipeline's objective, which is end to end: "
-            "use scope e2e.",
+            lambda: alert_rule_clean({"condition": fields["condition"], "scope": fields["scope"]}),
         )
     if "channels" in entries:
         fields["channels"] = _channels(reader, entries["channels"])

@@ -3,12 +3,11 @@
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator, validate_email
 
+from apps.alerts.channel_clean import channel_clean
 from apps.alerts.config_as_code.common import check_unique, line_of, read_slug
 from apps.alerts.models import ChannelKind, WebhookFormat
-from apps.alerts.services.channels import MAX_ADDRESSES
-from apps.alerts.transports.signing import secret_is_valid
+from apps.alerts.rule_clean import subject_message
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar, Sequence
 from apps.pipelines.config_as_code.reader import Reader, describe
 from apps.pipelines.environment import ENV_NAME
@@ -16,7 +15,6 @@ from apps.pipelines.environment import ENV_NAME
 CHANNEL_KEYS = ("slug", "name", "kind", "url", "secret_env", "format", "to")
 WEBHOOK_ONLY = ("url", "secret_env", "format")
 EMAIL_ONLY = ("to",)
-_url_validator = URLValidator(schemes=["http", "https"])
 
 
 @dataclass(frozen=True)
@@ -49,10 +47,7 @@ class ChannelsSpec:
 
 
 def _check_url(value: str) -> None:
-    try:
-        _url_validator(value.strip())
-    except ValidationError:
-        raise ValidationError(f"“{value}” is not an http:// or https:// URL.") from None
+    channel_clean({"url": value})
 
 
 def _check_env_name(value: str) -> None:
@@ -72,26 +67,30 @@ def _addresses(reader: Reader, item: Item) -> tuple[str, ...]:
         if isinstance(item.value, Sequence) and not nodes:
             reader.error(item.value.line, "“to” needs at least one address.")
     addresses: list[str] = []
+    lines: list[int] = []
     seen: dict[str, int] = {}
     for node in nodes:
         if not isinstance(node, Scalar) or not isinstance(node.value, str):
             reader.error(node.line, f"An e-mail address must be text, not {describe(node)}.")
             continue
         address = node.value.strip()
-        try:
-            validate_email(address)
-        except ValidationError:
-            reader.error(node.line, f"“{address}” is not an e-mail address.")
-            continue
         if address.lower() in seen:
             first = seen[address.lower()]
             reader.error(node.line, f"Duplicate address “{address}” (first at line {first}).")
             continue
         seen[address.lower()] = node.line
         addresses.append(address)
-    if len(addresses) > MAX_ADDRESSES:
-        reader.error(item.value.line, f"At most {MAX_ADDRESSES} addresses per channel.")
-    return tuple(addresses)
+        lines.append(node.line)
+    if not addresses:
+        return ()
+    try:
+        return tuple(channel_clean({"email_to": addresses})["email_to"])
+    except ValidationError as exc:
+        for error in exc.error_dict["email_to"]:
+            index = (error.params or {}).get("index")
+            line = lines[index] if isinstance(index, int) else item.value.line
+            reader.error(line, " ".join(error.messages))
+        return ()
 
 
 def _secret(reader: Reader, item: Item) -> tuple[str, str, bool]:
@@ -112,13 +111,16 @@ def _secret(reader: Reader, item: Item) -> tuple[str, str, bool]:
             f"The environment variable “{name}” {state}: it must hold this channel's "
             "signing secret when the file is previewed or applied.",
         )
-    elif not secret_is_valid(value):
-        reader.error(
-            item.value.line,
-            f"The environment variable “{name}” does not hold a signing secret: "
-            "“whsec_” followed by base64 (at least 24 bytes).",
-        )
-        value = ""
+    else:
+        try:
+            channel_clean({"secret": value})
+        except ValidationError as exc:
+            reader.error(
+                item.value.line,
+                f"The environment variable “{name}” does not hold a signing secret: "
+                + subject_message("", " ".join(exc.messages)).strip(),
+            )
+            value = ""
     return name, value, True
 
 

@@ -8,39 +8,16 @@ address of an e-mail channel is asked to confirm before it receives anything
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from apps.alerts.channel_clean import channel_clean
 from apps.alerts.models import Channel, ChannelKind, Notification, NotificationStatus, WebhookFormat
 from apps.alerts.services.recipients import recipients_release, recipients_sync
 from apps.alerts.services.webhook_targets import webhook_url_clean
-from apps.alerts.transports.signing import secret_generate, secret_is_valid
+from apps.alerts.transports.signing import secret_generate
 from apps.teams.accounts import account_cap_error, account_lock, account_teams
 from apps.teams.models import Team
-
-MAX_ADDRESSES = 20
-_url_validator = URLValidator(schemes=["http", "https"])
-
-
-def _clean_addresses(addresses: Sequence[str]) -> list[str]:
-    cleaned: list[str] = []
-    for address in addresses:
-        address = address.strip()
-        if not address:
-            continue
-        try:
-            validate_email(address)
-        except ValidationError:
-            raise ValidationError({"email_to": f"“{address}” is not an e-mail address."}) from None
-        if address.lower() not in (a.lower() for a in cleaned):
-            cleaned.append(address)
-    if not cleaned:
-        raise ValidationError({"email_to": "Give at least one address."})
-    if len(cleaned) > MAX_ADDRESSES:
-        raise ValidationError({"email_to": f"At most {MAX_ADDRESSES} addresses per channel."})
-    return cleaned
 
 
 def _clean(channel: Channel, *, stored_url: str | None = None) -> None:
@@ -49,22 +26,16 @@ def _clean(channel: Channel, *, stored_url: str | None = None) -> None:
     A webhook URL other than ``stored_url`` (the one saved before; None for a new
     channel) is judged by the rule its sends follow (``webhook_url_clean``)."""
     if channel.kind == ChannelKind.EMAIL:
-        channel.email_to = _clean_addresses(channel.email_to)
+        channel.email_to = channel_clean({"email_to": channel.email_to})["email_to"]
         channel.url, channel.secret, channel.secret_env = "", "", ""
         channel.format = WebhookFormat.NATIVE
     elif channel.kind == ChannelKind.WEBHOOK:
         channel.email_to = []
-        channel.url = channel.url.strip()
-        try:
-            _url_validator(channel.url)
-        except ValidationError:
-            raise ValidationError({"url": "Give an http:// or https:// URL."}) from None
+        fields = ("url", "secret", "format")
+        for name, value in channel_clean({f: getattr(channel, f) for f in fields}).items():
+            setattr(channel, name, value)
         if channel.url != stored_url:
             channel.url_warning = webhook_url_clean(url=channel.url, team_slug=channel.team.slug)
-        if channel.secret and not secret_is_valid(channel.secret):
-            raise ValidationError(
-                {"secret": "A signing secret is “whsec_” followed by base64 (at least 24 bytes)."}
-            )
         if not channel.secret:
             channel.secret = secret_generate()
     channel.full_clean()

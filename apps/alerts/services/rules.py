@@ -9,7 +9,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from apps.alerts.burn_windows import burn_windows_clean
 from apps.alerts.models import (
     AlertRule,
     Channel,
@@ -18,6 +17,7 @@ from apps.alerts.models import (
     RuleScope,
     Severity,
 )
+from apps.alerts.rule_clean import alert_rule_clean
 from apps.alerts.services.incidents import incidents_close_for_rule
 from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import Team
@@ -25,9 +25,18 @@ from apps.teams.models import Team
 MAX_SILENCE_DAYS = 90
 
 
+# The rule's own values, checked by ``alert_rule_clean``; the rest needs the database.
+CLEANED_FIELDS = (
+    "scope", "condition", "violation_for_minutes", "violation_factor", "burn_windows",
+    "severity", "renotify_minutes", "no_data", "no_data_after_s",
+)  # fmt: skip
+
+
 def _clean(rule: AlertRule, channels: Sequence[Channel]) -> None:
     if rule.pipeline.team_id != rule.team_id:
         raise ValidationError({"pipeline": "No such pipeline in this team."})
+    for name, value in alert_rule_clean({f: getattr(rule, f) for f in CLEANED_FIELDS}).items():
+        setattr(rule, name, value)
     if rule.scope == RuleScope.STAGE:
         if rule.stage is None or rule.stage.pipeline_id != rule.pipeline.pk:
             raise ValidationError({"stage": "Name a stage of this pipeline."})
@@ -38,9 +47,6 @@ def _clean(rule: AlertRule, channels: Sequence[Channel]) -> None:
             raise ValidationError(
                 {"condition": f"Pipeline “{rule.pipeline.slug}” has no objective to burn."}
             )
-        if rule.scope != RuleScope.E2E:
-            raise ValidationError({"scope": "An objective is end to end: use scope e2e."})
-        rule.burn_windows = burn_windows_clean(rule.burn_windows)
         rule.violation_factor = None
         rule.violation_for_minutes = 0
     else:
