@@ -88,8 +88,8 @@ class _Flow:
 
 
 def _trace_body(trace_id: int, retrieval_ms: int, root: str) -> bytes:
+    from tests.builders.spans import otlp_json, retrieval_request
     from tests.timing import MS
-    from tests.traces import otlp_json, retrieval_request
 
     t0 = time.time_ns() - (retrieval_ms + 100) * MS
     return otlp_json(retrieval_request(trace_id, t0, retrieval_ms=retrieval_ms, root=root))
@@ -124,7 +124,13 @@ def _setup(receiver_url: str) -> tuple[str, list[Any]]:
     from apps.alerts.services.channels import channel_create
     from apps.alerts.services.rules import alert_rule_create
     from apps.teams.services import ingest_token_create
-    from tests.factories import make_pipeline, make_rule, make_stage, make_team, make_user
+    from tests.builders.configuration import (
+        make_pipeline,
+        make_rule,
+        make_stage,
+        make_team,
+        make_user,
+    )
 
     team = make_team("bench", owner=make_user("bench"))
     # The receiver listens on loopback: allowed here, where the channel is saved, as in

@@ -77,7 +77,7 @@ class Page:
 
 
 def _add_rules(stages: list["Stage"]) -> None:
-    from tests.factories import make_rule
+    from tests.builders.configuration import make_rule
 
     for stage in stages:
         make_rule(stage)  # spans named after the stage: "stage-07", "stage-07.step"
@@ -115,7 +115,7 @@ def _violations(populated: Populated) -> int:
 
 def _trace_spans(now_ns: int) -> list[Any]:
     """A root, each stage's span in turn with its leaves, and orchestration between them."""
-    from tests.traces import span
+    from tests.builders.spans import span
 
     t0 = now_ns - 20 * 60 * NS_PER_S
     ms = NS_PER_MS
@@ -156,7 +156,7 @@ def _ingest_trace(team: "Team", pipeline: "Pipeline") -> float:
     from apps.analysis.services.finalize import traces_finalize_due
     from apps.ingest.models import Encoding, Trace
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-    from tests.traces import encode
+    from tests.builders.spans import encode
 
     # The stored spans carry trace keys up to BENCH_SPANS / 8 without trace rows; a
     # trace row numbered among them would be read back with their spans.
@@ -195,7 +195,7 @@ def _fleet(owner: "User", member: "User", now: int) -> int:
     )
     from apps.rollups.sketches.ddsketch import Sketch
     from apps.teams.models import Role
-    from tests.factories import add_member, make_pipeline, make_stage, make_team
+    from tests.builders.configuration import add_member, make_pipeline, make_stage, make_team
 
     team = make_team("fleet", owner=owner)
     add_member(team, member, Role.EDITOR)
@@ -359,7 +359,7 @@ def _pages(pipeline: str, stage: str, trace_hex: str) -> dict[str, Page]:
 
 def run() -> None:
     from apps.teams.models import Role
-    from tests.factories import add_member, make_user
+    from tests.builders.configuration import add_member, make_user
 
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)

@@ -79,7 +79,7 @@ class _Pipeline:
 def _detection_setup(
     team: Any, count: int, rng: np.random.Generator, prefix: str
 ) -> list[_Pipeline]:
-    from tests.factories import make_pipeline, make_stage
+    from tests.builders.configuration import make_pipeline, make_stage
 
     pipelines = []
     for index in range(count):
@@ -214,7 +214,7 @@ def _bucket(
 def _cost_setup(team: Any, rng: np.random.Generator, now: datetime) -> list[Any]:
     from apps.rollups.models import E2E_STAGE_ID, RollupBucket
     from apps.rollups.sketches.ddsketch import Sketch
-    from tests.factories import make_pipeline, make_stage
+    from tests.builders.configuration import make_pipeline, make_stage
 
     pipelines, rows = [], []
     # Six whole minutes of 10 s buckets and their minute buckets, ending with now's.
@@ -326,7 +326,7 @@ def _latency_row(latencies: list[float]) -> dict[str, Any]:
 
 def run() -> None:
     from apps.rollups.services.evaluation import PROMPT_CHECK_INTERVAL_S
-    from tests.factories import make_team, make_user
+    from tests.builders.configuration import make_team, make_user
 
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)

@@ -235,7 +235,13 @@ class OpenLoad:
 
 def _setup() -> tuple[str, int]:
     from apps.teams.services import ingest_token_create
-    from tests.factories import make_pipeline, make_rule, make_stage, make_team, make_user
+    from tests.builders.configuration import (
+        make_pipeline,
+        make_rule,
+        make_stage,
+        make_team,
+        make_user,
+    )
 
     team = make_team("bench", owner=make_user("bench"))
     pipeline = make_pipeline(

@@ -21,7 +21,13 @@ REQUESTS = 100
 
 def _populate() -> tuple[Any, str]:
     from apps.teams.services import api_token_create
-    from tests.factories import make_pipeline, make_rule, make_stage, make_team, make_user
+    from tests.builders.configuration import (
+        make_pipeline,
+        make_rule,
+        make_stage,
+        make_team,
+        make_user,
+    )
 
     user = make_user("bench")
     team = make_team("bench", owner=user)

@@ -92,7 +92,7 @@ def populate(now: int) -> Populated:
     from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
     from apps.rollups.sketches.ddsketch import Sketch
     from apps.teams.services import api_token_create
-    from tests.factories import make_pipeline, make_stage, make_team, make_user
+    from tests.builders.configuration import make_pipeline, make_stage, make_team, make_user
 
     user = make_user("bench")
     team = make_team("bench", owner=user)

@@ -40,7 +40,7 @@ FINALIZE_DELAY_S = 11
 
 
 def _populate() -> tuple[Any, list[int]]:
-    from tests.factories import make_pipeline, make_stage, make_team, make_user
+    from tests.builders.configuration import make_pipeline, make_stage, make_team, make_user
 
     team = make_team("bench", owner=make_user("bench"))
     pipeline = make_pipeline(team, "rag", objective_target="99.000", objective_threshold_ms=1500)
@@ -176,7 +176,7 @@ def run() -> None:
 
 
 def _populate_second(team: Any) -> tuple[Any, list[int]]:
-    from tests.factories import make_pipeline, make_stage
+    from tests.builders.configuration import make_pipeline, make_stage
 
     pipeline = make_pipeline(team, "agent")
     return pipeline, [make_stage(pipeline, f"agent-{i}").pk for i in range(STAGES)]

@@ -1,6 +1,6 @@
 """The soak benchmark's load: the project's traffic simulator in processes of its own.
 
-Each load process plans RAG-chat traces with ``apps.ingest.simulator`` and sends them
+Each load process plans RAG-chat traces with ``apps.demo.traffic`` and sends them
 through the OpenTelemetry SDK and its OTLP/HTTP exporter, as an instrumented service
 would, at a fixed span rate. One Python process tops out at a few thousand spans a
 second (the SDK's spans and the exporter's protobuf are pure Python), so the rate is
@@ -108,8 +108,8 @@ def _main(argv: list[str]) -> int:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from apps.ingest.simulator import CountingExporter, TracePlanner, TraceShape, drain, run_paced
-    from apps.ingest.simulator.traffic_plan import TracePlan
+    from apps.demo.traffic import CountingExporter, TracePlanner, TraceShape, drain, run_paced
+    from apps.demo.traffic.traffic_plan import TracePlan
 
     class CountingPlanner(TracePlanner):
         """Counts the spans planned, to compare with what the exporter got acknowledged."""

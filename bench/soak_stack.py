@@ -107,10 +107,16 @@ def soak_setup(receiver_url: str) -> str:
     from apps.alerts.models import ChannelKind, RuleScope
     from apps.alerts.services.channels import channel_create
     from apps.alerts.services.rules import alert_rule_create
+    from apps.demo.traffic.traffic_plan import DEFAULT_ROOT_SPAN, DEFAULT_SERVICE
     from apps.ingest.services.storage import storage_maintain
-    from apps.ingest.simulator.traffic_plan import DEFAULT_ROOT_SPAN, DEFAULT_SERVICE
     from apps.teams.services import ingest_token_create
-    from tests.factories import make_pipeline, make_rule, make_stage, make_team, make_user
+    from tests.builders.configuration import (
+        make_pipeline,
+        make_rule,
+        make_stage,
+        make_team,
+        make_user,
+    )
 
     team = make_team("soak", owner=make_user("soak"))
     pipeline = make_pipeline(

@@ -251,7 +251,13 @@ def _load(now_s: int) -> Loaded:
     from apps.core.partitions import partitions_ensure
     from apps.teams.models import Role
     from apps.teams.services import api_token_create
-    from tests.factories import add_member, make_pipeline, make_stage, make_team, make_user
+    from tests.builders.configuration import (
+        add_member,
+        make_pipeline,
+        make_stage,
+        make_team,
+        make_user,
+    )
 
     user = make_user("tracelist")
     outsider = make_user("tracelist-other")

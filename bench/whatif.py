@@ -56,7 +56,7 @@ def _in_memory_rows() -> tuple[dict[str, dict[str, Any]], int]:
     from apps.analysis.critical_path import find_root
     from apps.analysis.pipeline_routing import compile_pipeline
     from apps.analysis.spans import Span, unique_spans
-    from apps.ingest.simulator import TracePlanner, TraceShape
+    from apps.demo.traffic import TracePlanner, TraceShape
     from apps.pipelines.selectors import pipeline_with_stages
     from apps.whatif.changes import changes_from_data
     from apps.whatif.dependency import ModelRows, model_add_trace, stage_index
@@ -64,8 +64,8 @@ def _in_memory_rows() -> tuple[dict[str, dict[str, Any]], int]:
     from apps.whatif.outcome import PipelineInfo, Resamples, StageInfo, side
     from apps.whatif.replay import replay, replay_model
     from apps.whatif.scenario import scenario_compile
-    from tests.factories import make_team, make_user
-    from tests.whatif.builders import rag_pipeline
+    from tests.builders.configuration import make_team, make_user
+    from tests.builders.demo_traffic import rag_pipeline
 
     pipeline = pipeline_with_stages(pipeline=rag_pipeline(make_team("mem", owner=make_user("m"))))
     stages = list(pipeline.stages.all())
@@ -123,8 +123,8 @@ def _stored_rows() -> dict[str, dict[str, Any]]:
     from apps.whatif.changes import changes_from_data
     from apps.whatif.params import levers_params, replay_params, stages_by_slug
     from apps.whatif.selectors.compute import whatif_levers_result, whatif_replay_result
-    from tests.factories import make_team, make_user
-    from tests.whatif.builders import rag_pipeline, send_traffic
+    from tests.builders.configuration import make_team, make_user
+    from tests.builders.demo_traffic import rag_pipeline, send_traffic
 
     pipeline = rag_pipeline(make_team("stored", owner=make_user("s")))
     end_ns = time.time_ns() - 30 * 10**9

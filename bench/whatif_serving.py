@@ -57,8 +57,8 @@ def _rows() -> dict[str, dict[str, Any]]:
     from apps.teams.services import api_token_create
     from apps.whatif.models import WhatIfRun
     from apps.whatif.services import whatif_run_compute
-    from tests.factories import make_team, make_user
-    from tests.whatif.builders import rag_pipeline, send_traffic
+    from tests.builders.configuration import make_team, make_user
+    from tests.builders.demo_traffic import rag_pipeline, send_traffic
 
     user = make_user("serving")
     team = make_team("serving", owner=user)

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "apps.alerts",
     "apps.whatif",
     "apps.dashboards",
+    "apps.demo",
 ]
 
 MIDDLEWARE = [

@@ -16,7 +16,7 @@ urlpatterns = [
     path("teams/", include("apps.teams.urls")),
     path("teams/<slug:team_slug>/pipelines/", include("apps.pipelines.urls")),
     path("teams/<slug:team_slug>/config/", include("apps.pipelines.config_urls")),
-    path("teams/<slug:team_slug>/traces/", include("apps.dashboards.urls")),
+    path("teams/<slug:team_slug>/traces/", include("apps.dashboards.trace_urls")),
     path("teams/<slug:team_slug>/dashboards/", include("apps.dashboards.dashboard_urls")),
     path("teams/<slug:team_slug>/violations/", include("apps.dashboards.violation_urls")),
     path("teams/<slug:team_slug>/alerts/", include("apps.alerts.urls")),

@@ -10,7 +10,8 @@ from django.test import Client
 
 from apps.teams.models import Role, Team
 from tests.browser_support import page  # noqa: F401 - the Chromium page fixture
-from tests.factories import add_member, make_team, make_user
+from tests.builders.api import ApiWorld, api_world
+from tests.builders.configuration import add_member, make_team, make_user
 
 
 @dataclass
@@ -36,6 +37,12 @@ def world(db: None) -> TeamWorld:
     add_member(team, viewer, Role.VIEWER)
     other_team = make_team("globex", owner=outsider)
     return TeamWorld(team, owner, editor, viewer, outsider, other_team)
+
+
+@pytest.fixture
+def api(world: TeamWorld) -> ApiWorld:
+    """``world`` with a configured pipeline in acme and one of the same slug in globex."""
+    return api_world(world)
 
 
 def client_for(user: User) -> Client:

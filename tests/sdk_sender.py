@@ -13,8 +13,8 @@ from opentelemetry.trace import SpanKind
 from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.services.batches import raw_batches_drain
 from apps.rollups.services.bucket_pass import rollups_process_dirty
+from tests.builders.spans import HandSpan
 from tests.rollups.hostile import go_quiet
-from tests.traces import HandSpan
 
 
 def sdk_provider(url: str, token: str, *, service: str = "ask-api") -> TracerProvider:

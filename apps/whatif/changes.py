@@ -7,7 +7,7 @@ page's compact form, one per ``change`` query parameter, so a scenario is a URL
 """
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,6 +161,25 @@ def changes_from_data(data: Any, *, stages: Mapping[str, Any]) -> list[Change]:
         change_from_data(item, stages=stages, where=f"change {number}")
         for number, item in enumerate(data, start=1)
     ]
+
+
+def change_texts(changes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Changes as the API writes them, in the compact form of the what-if page's URL."""
+    return [_change_of_data(data).as_text() for data in changes]
+
+
+def _change_of_data(data: Mapping[str, Any]) -> Change:
+    # Stored changes are checked already: read as they are, without the stages.
+    cap_at_budget = data.get("op") == "cap" and data.get("at") == "budget"
+    return Change(
+        stage=data["stage"],
+        op=data["op"],
+        factor=data.get("factor"),
+        ms=None if cap_at_budget else data.get("ms"),
+        hit_ratio=data.get("hit_ratio"),
+        hit_ms=data.get("hit_ms"),
+        with_stage=data.get("with"),
+    )
 
 
 _ARGUMENTS = {

@@ -14,10 +14,10 @@ from apps.alerts.services.notifications import notification_test_send
 from apps.pipelines.config_as_code import ConfigApplyError, config_apply, parse_document
 from apps.teams.models import Team
 from apps.teams.ratelimit import RateExceeded
-from tests.alerts.builders import email_channel, webhook_channel
-from tests.api.conftest import error_of, token_client
+from tests.builders.alerts import email_channel, webhook_channel
+from tests.builders.api import error_of, token_client
+from tests.builders.configuration import make_team
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_team
 from tests.teams.invitations import invite
 
 CHANNELS = "/api/v1/channels/"

@@ -23,7 +23,6 @@ from apps.alerts.models import (
     RuleScope,
 )
 from apps.alerts.services.channels import channel_disable
-from tests.alerts.builders import rule
 from tests.alerts.test_pages import (
     Alerting,
     build_alerting,
@@ -31,9 +30,10 @@ from tests.alerts.test_pages import (
     make_incident,
     make_notification,
 )
-from tests.api.conftest import error_of, session_client, token_client
+from tests.builders.alerts import rule
+from tests.builders.api import error_of, session_client, token_client
+from tests.builders.configuration import make_pipeline
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
 
 CHANNELS = "/api/v1/channels/"
 RULES = "/api/v1/alert-rules/"

@@ -11,7 +11,7 @@ from apps.alerts.models import Channel
 from tests.alerts.test_api import CHANNELS, call, client
 from tests.alerts.test_config_as_code import channel_file, errors
 from tests.alerts.test_pages import Alerting, build_alerting, html_of, url
-from tests.api.conftest import error_of
+from tests.builders.api import error_of
 from tests.conftest import TeamWorld, client_for
 
 

@@ -39,9 +39,9 @@ from apps.pipelines.config_as_code.sections import (
 from apps.pipelines.config_as_code.steps import Plan
 from apps.pipelines.environment import COMMAND_LINE
 from apps.pipelines.models import Pipeline, SpanRule, Stage
-from tests.alerts.builders import email_channel, rule, webhook_channel
+from tests.builders.alerts import email_channel, rule, webhook_channel
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_rule, make_stage
 
 ISSUE = """\
 team: acme

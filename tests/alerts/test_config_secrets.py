@@ -25,8 +25,8 @@ from apps.pipelines.config_as_code import (
     parse_document,
 )
 from apps.pipelines.environment import COMMAND_LINE
-from tests.alerts.builders import email_channel, webhook_channel
-from tests.api.conftest import token_client
+from tests.builders.alerts import email_channel, webhook_channel
+from tests.builders.api import token_client
 from tests.conftest import TeamWorld, client_for
 
 SLACK = "https://hooks.slack.com/services/T0001/B0002/slacktokenslacktoken"

@@ -25,7 +25,8 @@ from apps.alerts.services.delivery import MAX_ATTEMPTS, RETRY_DELAYS_S, notifica
 from apps.alerts.services.evaluation import alerts_evaluate
 from apps.alerts.services.notifications import notification_test_send
 from apps.pipelines.models import Pipeline
-from tests.alerts.builders import (
+from tests.alerts.receivers import HttpReceiver, Reply
+from tests.builders.alerts import (
     NOW,
     confirmed,
     email_channel,
@@ -33,9 +34,8 @@ from tests.alerts.builders import (
     violation,
     webhook_channel,
 )
-from tests.alerts.receivers import HttpReceiver, Reply
+from tests.builders.configuration import make_pipeline, verify_email
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, verify_email
 
 LOOPBACK = override_settings(WEBHOOK_ALLOW_PRIVATE_IPS=True)
 

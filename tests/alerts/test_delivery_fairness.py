@@ -8,10 +8,10 @@ from django.utils import timezone
 from apps.alerts.models import Notification
 from apps.alerts.services.delivery import notification_deliver, notifications_due
 from apps.alerts.services.evaluation import alerts_evaluate
-from tests.alerts.builders import NOW, rule, violation, webhook_channel
 from tests.alerts.receivers import HttpReceiver, Reply
+from tests.builders.alerts import NOW, rule, violation, webhook_channel
+from tests.builders.configuration import make_pipeline
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
 
 LOOPBACK = override_settings(WEBHOOK_ALLOW_PRIVATE_IPS=True)
 

@@ -11,8 +11,10 @@ from apps.alerts.services.channels import channel_create
 from apps.alerts.transports import transport_for
 from apps.alerts.transports.base import Delivered, TransportError
 from apps.alerts.transports.email import EmailTransport, channel_disabled_email
-from tests.alerts.builders import confirmed
-from tests.alerts.delivery_data import (
+from tests.alerts.receivers import Mail, SmtpReceiver
+from tests.builders.alerts import confirmed
+from tests.builders.configuration import verify_email
+from tests.builders.deliveries import (
     TRACE_IDS,
     burn_rate_payload,
     firing_payload,
@@ -20,9 +22,7 @@ from tests.alerts.delivery_data import (
     resolved_payload,
     trial_payload,
 )
-from tests.alerts.receivers import Mail, SmtpReceiver
 from tests.conftest import TeamWorld
-from tests.factories import verify_email
 
 ONCALL = "oncall@acme.example.com"
 LEAD = "lead@acme.example.com"

@@ -21,10 +21,10 @@ from pytest_django import Settings
 from standardwebhooks.webhooks import Webhook
 
 from apps.alerts.models import Incident, Notification, NotificationStatus, Resolution
-from tests.alerts.builders import email_channel, rule, webhook_channel
 from tests.alerts.receivers import HttpReceiver, SmtpReceiver
+from tests.builders.alerts import email_channel, rule, webhook_channel
+from tests.builders.configuration import make_pipeline, make_rule, make_stage, verify_email
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage, verify_email
 from tests.ingest.endpoint_helpers import ingest_token
 from tests.processes import celery_worker, wait_for
 from tests.timing import MS

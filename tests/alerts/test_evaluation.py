@@ -23,7 +23,7 @@ from apps.alerts.services.channels import channel_disable
 from apps.alerts.services.evaluation import alerts_evaluate
 from apps.alerts.services.rules import alert_rule_silence, alert_rule_update
 from apps.pipelines.models import Pipeline, Stage
-from tests.alerts.builders import (
+from tests.builders.alerts import (
     NOW,
     close,
     email_channel,
@@ -33,8 +33,8 @@ from tests.alerts.builders import (
     violation,
     webhook_channel,
 )
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
 
 MINUTE = timedelta(minutes=1)
 

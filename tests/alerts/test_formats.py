@@ -14,7 +14,7 @@ from apps.alerts.models import Channel, ChannelKind, WebhookFormat
 from apps.alerts.payload_types import Payload
 from apps.alerts.services import payloads
 from apps.alerts.services.channels import channel_create
-from tests.alerts.delivery_data import (
+from tests.builders.deliveries import (
     burn_rate_payload,
     firing_payload,
     resolved_payload,

@@ -27,7 +27,8 @@ from apps.alerts.services.delivery import notification_deliver
 from apps.alerts.services.evaluation import alerts_evaluate
 from apps.alerts.services.notifications import notification_test_send
 from apps.pipelines.models import Pipeline, Stage
-from tests.alerts.builders import (
+from tests.alerts.receivers import HttpReceiver, SmtpReceiver
+from tests.builders.alerts import (
     NOW,
     close,
     confirmed,
@@ -37,9 +38,8 @@ from tests.alerts.builders import (
     violation,
     webhook_channel,
 )
-from tests.alerts.receivers import HttpReceiver, SmtpReceiver
+from tests.builders.configuration import make_pipeline, make_stage, verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage, verify_email
 
 MINUTE = timedelta(minutes=1)
 ONCALL = "oncall@acme.example.com"

@@ -28,9 +28,9 @@ from apps.alerts.models import (
 )
 from apps.alerts.services.channels import channel_disable
 from apps.pipelines.models import Pipeline, Stage
-from tests.alerts.builders import email_channel, rule, webhook_channel
+from tests.builders.alerts import email_channel, rule, webhook_channel
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage
 
 MEMBERS = ["owner", "editor", "viewer"]
 WRITERS = ["owner", "editor"]

@@ -19,9 +19,9 @@ from apps.alerts.models import Channel, ChannelKind, ChannelRecipient, Recipient
 from apps.alerts.recipient_links import recipient_url
 from apps.alerts.services.channels import channel_create
 from apps.alerts.services.recipients import recipient_answer, recipient_confirmation_resend
-from tests.api.conftest import error_of, token_client
+from tests.builders.api import error_of, token_client
+from tests.builders.configuration import verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import verify_email
 
 MEMBERS = ["owner", "editor", "viewer"]
 WRITERS = ["owner", "editor"]

@@ -35,12 +35,12 @@ from apps.alerts.services.recipients import (
 )
 from apps.pipelines.config_as_code import ConfigApplyError, config_apply, parse_document
 from apps.pipelines.models import Pipeline
-from tests.alerts.builders import NOW, rule, violation
 from tests.alerts.conftest import smtp_settings
 from tests.alerts.receivers import Mail, SmtpReceiver
-from tests.api.conftest import token_client
+from tests.builders.alerts import NOW, rule, violation
+from tests.builders.api import token_client
+from tests.builders.configuration import make_pipeline, make_team, verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_team, verify_email
 
 STRANGER = "someone@elsewhere.example.com"
 LINK = re.compile(r"https?://[^/\s\"]+(/alerts/recipients/[^/\s\"]+/)")

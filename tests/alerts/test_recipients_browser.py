@@ -13,10 +13,10 @@ from apps.alerts.models import ChannelKind, ChannelRecipient, RecipientState
 from apps.alerts.recipient_links import recipient_url
 from apps.alerts.services.channels import channel_create
 from apps.alerts.services.recipients import recipient_answer
-from tests.alerts.builders import webhook_channel
 from tests.browser_support import browser_marks
+from tests.builders.alerts import webhook_channel
+from tests.builders.configuration import PASSWORD, verify_email
 from tests.conftest import TeamWorld
-from tests.factories import PASSWORD, verify_email
 
 SHOTS = Path(tempfile.gettempdir())
 WAITING = "oncall@partner.example.com"

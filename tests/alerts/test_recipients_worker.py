@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from apps.alerts.models import ChannelRecipient, RecipientState
 from apps.alerts.services.notifications import notification_test_send
-from tests.alerts.builders import email_channel
 from tests.alerts.receivers import SmtpReceiver
+from tests.builders.alerts import email_channel
 from tests.conftest import TeamWorld
 from tests.processes import celery_worker, wait_for
 

@@ -13,7 +13,7 @@ from apps.alerts.rule_clean import OUT_OF_RANGE, alert_rule_clean
 from tests.alerts.test_api import RULES, call, client
 from tests.alerts.test_config_as_code import alert_file, errors
 from tests.alerts.test_pages import Alerting, build_alerting, html_of, rule_data, url
-from tests.api.conftest import error_of
+from tests.builders.api import error_of
 from tests.conftest import TeamWorld, client_for
 
 

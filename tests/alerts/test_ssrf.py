@@ -17,8 +17,8 @@ from apps.alerts.transports.addresses import address_class
 from apps.alerts.transports.base import TransportError
 from apps.alerts.transports.guarded_http import RequestFailed, RequestRefused, guarded_post
 from apps.alerts.transports.webhook import WebhookTransport
-from tests.alerts.delivery_data import notification_for
 from tests.alerts.receivers import HttpReceiver
+from tests.builders.deliveries import notification_for
 from tests.conftest import TeamWorld
 
 REFUSED_HOSTS = [

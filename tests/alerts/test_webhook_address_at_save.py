@@ -24,9 +24,9 @@ from apps.alerts.services.notifications import notification_test_send
 from apps.alerts.services.webhook_targets import SAVE_RESOLVE_TIMEOUT_S
 from apps.pipelines.config_as_code import ConfigInvalid, config_apply, parse_document
 from apps.pipelines.environment import COMMAND_LINE
-from tests.alerts.builders import NOW, webhook_channel
 from tests.alerts.receivers import HttpReceiver
-from tests.api.conftest import error_of, token_client
+from tests.builders.alerts import NOW, webhook_channel
+from tests.builders.api import error_of, token_client
 from tests.conftest import TeamWorld, client_for
 
 LOCAL = "http://127.0.0.1:9911/hook"

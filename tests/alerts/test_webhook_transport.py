@@ -15,8 +15,8 @@ from apps.alerts.transports import transport_for
 from apps.alerts.transports.base import Delivered, TransportError
 from apps.alerts.transports.guarded_http import guarded_post
 from apps.alerts.transports.webhook import USER_AGENT, WebhookTransport
-from tests.alerts.delivery_data import firing_payload, notification_for
 from tests.alerts.receivers import HttpReceiver, Reply
+from tests.builders.deliveries import firing_payload, notification_for
 from tests.conftest import TeamWorld
 
 pytestmark = pytest.mark.usefixtures("allow_loopback")

@@ -8,8 +8,8 @@ from apps.analysis.stage_matching import (
     StageMatcher,
     StageSpec,
 )
+from tests.builders.spans import span
 from tests.timing import MS
-from tests.traces import span
 
 KIND = "openinference.span.kind"
 TTFC = "gen_ai.response.time_to_first_chunk"

@@ -16,7 +16,7 @@ from apps.analysis.stage_matching import (
     StageMatcher,
     StageSpec,
 )
-from tests.traces import span
+from tests.builders.spans import span
 
 NAMES = ("chat", "retrieve", "embed", "tool.call", "plan", "other")
 SPECS = [

@@ -3,7 +3,7 @@ import time
 import pytest
 
 from apps.analysis.critical_path import CriticalPath, critical_path
-from tests.traces import span
+from tests.builders.spans import span
 
 
 def as_tuples(path: CriticalPath) -> list[tuple[str, int, int]]:

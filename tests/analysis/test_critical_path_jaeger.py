@@ -26,7 +26,7 @@ from apps.analysis.stage_matching import (
     StageMatcher,
     StageSpec,
 )
-from tests.traces import span
+from tests.builders.spans import span
 
 US = 1000  # Jaeger's microsecond in our nanoseconds
 

@@ -7,8 +7,8 @@ from apps.analysis.models import StageSample
 from apps.analysis.services.finalize import traces_finalize_due
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import ANALYZED_STATES, Trace, TraceState
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.rollups.hostile import (
     broken_trace,
     chat_requests,

@@ -12,10 +12,10 @@ from apps.pipelines.models import Pipeline
 from apps.pipelines.presets import pipeline_create_from_preset
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.teams.models import Team
-from tests.dashboards.builders import ingest, now_ns
-from tests.factories import make_team
+from tests.builders.configuration import make_team
+from tests.builders.ingested_traces import ingest, now_ns
+from tests.builders.spans import ASK_QUERY, ask_spans, span
 from tests.timing import MS
-from tests.traces import ASK_QUERY, ask_spans, span
 
 pytestmark = pytest.mark.django_db
 SECOND = 1000 * MS

@@ -22,7 +22,7 @@ from apps.core.time import NS_PER_MS, NS_PER_S, align_down, align_up
 from apps.ingest.models import Trace, TraceState
 from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.sketches.ddsketch import Sketch
-from tests.analysis.recompute_data import (
+from tests.builders.recompute_traces import (
     ChatPipeline,
     ChatTrace,
     chat_pipeline,
@@ -38,8 +38,8 @@ from tests.analysis.recompute_data import (
     wanted_samples,
     wanted_untracked,
 )
+from tests.builders.samples_and_rollups import assert_rollups_exact
 from tests.conftest import TeamWorld
-from tests.rollups.rollup_data import assert_rollups_exact
 
 pytestmark = pytest.mark.slow
 

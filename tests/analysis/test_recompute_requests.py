@@ -18,8 +18,8 @@ from apps.analysis.services.recompute import (
 )
 from apps.analysis.tasks import RECOMPUTE_SCHEDULED_KEY, recompute_schedule
 from apps.teams.models import Role
+from tests.builders.configuration import add_member, make_pipeline, make_team, make_user
 from tests.conftest import TeamWorld
-from tests.factories import add_member, make_pipeline, make_team, make_user
 
 
 def test_the_hours_offered_stop_at_the_setting_which_is_offered_too(settings: Any) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from apps.analysis.models import Recompute, RecomputeStatus
 from apps.core.models import CrashStrike
-from tests.analysis.recompute_data import (
+from tests.builders.recompute_traces import (
     chat_pipeline,
     chat_traces,
     everything_of,
@@ -23,9 +23,9 @@ from tests.analysis.recompute_data import (
     wanted_samples,
     wanted_untracked,
 )
+from tests.builders.samples_and_rollups import assert_rollups_exact
 from tests.conftest import TeamWorld, client_for
 from tests.processes import celery_worker, pool_children, wait_for
-from tests.rollups.rollup_data import assert_rollups_exact
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

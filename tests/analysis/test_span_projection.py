@@ -11,11 +11,11 @@ from apps.analysis.stage_matching import StageMatcher
 from apps.analysis.stored_spans import spans_of_traces, spans_read
 from apps.ingest.models import Trace
 from apps.pipelines.selectors import pipeline_with_stages
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.ingested_traces import ingest, now_ns
+from tests.builders.spans import span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import ingest, now_ns
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.timing import MS
-from tests.traces import span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 CHAT = {"gen_ai.operation.name": "chat"}

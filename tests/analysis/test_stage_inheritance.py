@@ -15,8 +15,8 @@ from apps.analysis.stage_matching import (
     StageSpec,
 )
 from tests.analysis.test_attribution_properties import SPECS, check_invariants, traces
+from tests.builders.spans import span
 from tests.timing import MS
-from tests.traces import span
 
 OPERATION = "gen_ai.operation.name"
 TTFC = "gen_ai.response.time_to_first_chunk"

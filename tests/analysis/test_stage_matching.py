@@ -18,9 +18,9 @@ from apps.analysis.stage_matching import (
 )
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.pipelines.services import span_rule_create
-from tests.factories import make_pipeline, make_stage, make_team
+from tests.builders.configuration import make_pipeline, make_stage, make_team
+from tests.builders.spans import span
 from tests.timing import MS
-from tests.traces import span
 
 
 def stage_of(rule: RuleSpec, **span_fields: Any) -> str | None:

@@ -19,8 +19,8 @@ from apps.analysis.stage_reasons import (
     stage_reason,
 )
 from tests.analysis.test_stage_inheritance import OPERATION, TTFC
+from tests.builders.spans import span
 from tests.timing import MS
-from tests.traces import span
 
 NAMES = {"retrieval": "Retrieval", "ttft": "TTFT", "generation": "Generation"}
 MATCHER = StageMatcher(

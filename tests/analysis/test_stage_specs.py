@@ -12,9 +12,9 @@ from apps.analysis.stage_matching import (
 from apps.pipelines.presets import pipeline_create_from_preset
 from apps.pipelines.selectors import pipeline_with_stages
 from apps.teams.models import Team
-from tests.factories import make_pipeline, make_rule, make_stage, make_team
+from tests.builders.configuration import make_pipeline, make_rule, make_stage, make_team
+from tests.builders.spans import span
 from tests.timing import MS
-from tests.traces import span
 
 pytestmark = pytest.mark.django_db
 

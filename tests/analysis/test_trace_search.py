@@ -14,7 +14,7 @@ from apps.analysis.trace_search import (
     wall_bucket,
 )
 from apps.core.time import NS_PER_DAY
-from tests.traces import span
+from tests.builders.spans import span
 
 TEAM = 7
 

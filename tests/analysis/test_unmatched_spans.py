@@ -11,12 +11,12 @@ from apps.analysis.selectors import unmatched_spans as selector
 from apps.analysis.selectors.unmatched_spans import unmatched_spans, unmatched_spans_recent
 from apps.analysis.span_groups import AttributeValues, median
 from apps.pipelines.models import Pipeline
+from tests.builders.configuration import make_pipeline, make_rule
+from tests.builders.ingested_traces import ingest, now_ns
+from tests.builders.spans import HandSpan, span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import ingest, now_ns
 from tests.dashboards.unmatched_spans_data import OPERATION, ask_pipeline, ask_trace
-from tests.factories import make_pipeline, make_rule
 from tests.timing import MS
-from tests.traces import HandSpan, span
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from tests.browser_support import browser_marks
+from tests.builders.configuration import PASSWORD
 from tests.conftest import TeamWorld
-from tests.factories import PASSWORD
 
 SCREENSHOTS = Path(os.environ.get("SCREENSHOT_DIR", Path(django_settings.VAR_DIR) / "screenshots"))
 

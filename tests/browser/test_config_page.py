@@ -11,7 +11,7 @@ from apps.alerts.models import ChannelKind
 from apps.alerts.services.channels import channel_create
 from apps.teams.models import Role
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, add_member, make_team, make_user
+from tests.builders.configuration import PASSWORD, add_member, make_team, make_user
 
 pytestmark = browser_marks
 

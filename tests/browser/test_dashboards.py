@@ -22,15 +22,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from apps.analysis.services.finalize import traces_finalize_due
+from apps.demo.traffic import TracePlanner, emit_trace, shape_for_pipeline
 from apps.ingest.services.batches import raw_batches_drain
-from apps.ingest.simulator import TracePlanner, emit_trace, shape_for_pipeline
 from apps.pipelines.config_as_code.apply import config_apply, config_parse_for_team
 from apps.pipelines.models import Pipeline
 from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, make_team, make_user
+from tests.builders.configuration import PASSWORD, make_team, make_user
 
 pytestmark = browser_marks
 

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from apps.teams.services import ingest_token_create
 from tests.browser_support import browser_marks
+from tests.builders.configuration import PASSWORD
 from tests.conftest import TeamWorld
-from tests.factories import PASSWORD
 
 pytestmark = [*browser_marks, pytest.mark.usefixtures("clean_cache")]
 

@@ -20,8 +20,8 @@ from apps.analysis.services.recompute import StepOutcome, recompute_step
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline
 from tests.browser_support import browser_marks
+from tests.builders.spans import ask_spans
 from tests.sdk_sender import replay, sdk_provider, workers_settle
-from tests.traces import ask_spans
 
 pytestmark = browser_marks
 

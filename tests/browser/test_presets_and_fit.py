@@ -18,9 +18,9 @@ from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, make_team, make_user
+from tests.builders.configuration import PASSWORD, make_team, make_user
+from tests.builders.spans import ask_spans
 from tests.sdk_sender import replay, sdk_provider, workers_settle
-from tests.traces import ask_spans
 
 pytestmark = browser_marks
 

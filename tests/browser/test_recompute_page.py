@@ -17,9 +17,15 @@ from django.conf import settings as django_settings
 
 from apps.analysis.models import Recompute, RecomputeStatus
 from apps.analysis.services.recompute import StepOutcome, recompute_step
-from tests.analysis.recompute_data import chat_pipeline, chat_traces, rollups_settle, rules_b, send
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, make_team, make_user
+from tests.builders.configuration import PASSWORD, make_team, make_user
+from tests.builders.recompute_traces import (
+    chat_pipeline,
+    chat_traces,
+    rollups_settle,
+    rules_b,
+    send,
+)
 
 pytestmark = browser_marks
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from apps.pipelines.models import Pipeline
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, make_team, make_user
+from tests.builders.configuration import PASSWORD, make_team, make_user
 
 SCREENSHOT = Path(tempfile.gettempdir()) / "stage_editor.png"
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.browser_support import browser_marks
+from tests.builders.configuration import PASSWORD
+from tests.builders.ingested_traces import hex_of, ingest, now_ns
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import hex_of, ingest, now_ns
 from tests.dashboards.ordinary_app import (
     FLUSH,
     QUERY,
@@ -20,7 +21,6 @@ from tests.dashboards.ordinary_app import (
     newcomer_pipeline,
     ordinary_trace,
 )
-from tests.factories import PASSWORD
 from tests.timing import MS
 
 SCREENSHOTS = Path(os.environ.get("SCREENSHOT_DIR", tempfile.gettempdir()))

@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from tests.browser_support import browser_marks
+from tests.builders.configuration import PASSWORD
 from tests.conftest import TeamWorld
 from tests.dashboards.trace_catalog import Catalog, build_catalog
-from tests.factories import PASSWORD
 
 pytestmark = browser_marks
 

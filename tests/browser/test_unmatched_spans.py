@@ -17,14 +17,14 @@ import pytest
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
-from apps.ingest.simulator.send import emit_trace
-from apps.ingest.simulator.traffic_plan import PlannedSpan, TracePlan
+from apps.demo.traffic.send import emit_trace
+from apps.demo.traffic.traffic_plan import PlannedSpan, TracePlan
 from apps.pipelines.models import Pipeline, SpanRule
 from apps.pipelines.presets import pipeline_create_from_preset
 from apps.teams.services import ingest_token_create
 from tests.browser.test_dashboards import SCREENSHOTS
 from tests.browser_support import browser_marks
-from tests.factories import PASSWORD, make_rule, make_stage, make_team, make_user
+from tests.builders.configuration import PASSWORD, make_rule, make_stage, make_team, make_user
 from tests.sdk_sender import sdk_provider, workers_settle
 
 pytestmark = browser_marks

@@ -10,11 +10,11 @@ from django.conf import settings as django_settings
 
 from apps.core.figures import format_ms
 from tests.browser_support import browser_marks
+from tests.builders.configuration import PASSWORD
+from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
-from tests.factories import PASSWORD
 from tests.timing import HOUR
-from tests.traces import span
 
 SCREENSHOTS = Path(os.environ.get("SCREENSHOT_DIR", Path(django_settings.VAR_DIR) / "screenshots"))
 

@@ -13,8 +13,8 @@ from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import RawBatch, Span, Trace, TraceState
 from apps.ingest.services import batches
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
+from tests.builders.spans import encode, span
 from tests.conftest import TeamWorld
-from tests.traces import encode, span
 
 KIND = QuarantineKind.RAW_BATCH
 

@@ -2,7 +2,7 @@ import pytest
 from django.test import Client
 
 from apps.core import health, views
-from tests.factories import make_user
+from tests.builders.configuration import make_user
 
 
 def test_healthz_answers_ok_without_touching_dependencies() -> None:

@@ -8,8 +8,8 @@ from django.test import Client
 
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.core.quarantine import quarantine_record
+from tests.builders.configuration import make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 import pytest
 
+from tests.builders.ingested_traces import Explorer, build_explorer
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import Explorer, build_explorer
 
 
 @pytest.fixture

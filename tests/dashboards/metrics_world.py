@@ -18,9 +18,9 @@ from apps.rollups.models import Violation
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.models import Team
 from apps.teams.services import metrics_token_create
+from tests.builders.bucket_rows import HandTrace, store_rollups
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.bucket_rows import HandTrace, store_rollups
 from tests.timing import DAY_S, MS
 
 OBJECTIVE_MS = 1600

@@ -19,9 +19,9 @@ Times in ms from the root's start, and what the critical path is made of:
 
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
-from tests.factories import make_no_stage_rule, make_pipeline, make_rule, make_stage
+from tests.builders.configuration import make_no_stage_rule, make_pipeline, make_rule, make_stage
+from tests.builders.spans import HandSpan, span
 from tests.timing import MS
-from tests.traces import HandSpan, span
 
 ASK, RETRIEVAL, EMBED, QUERY, FLUSH, REDIS = 0x10, 0x20, 0x21, 0x22, 0x23, 0x24
 RERANK, RERANK_HTTP, CHAT, STREAM, LOG = 0x30, 0x31, 0x40, 0x41, 0x50

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from apps.pipelines.models import Pipeline, Stage
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage
 
 DASHBOARD = "/teams/acme/dashboards/ask/"
 EDITOR = "/teams/acme/pipelines/ask/"

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tests.browser_support import browser_marks
-from tests.dashboards.builders import OK, build_explorer, hex_of
-from tests.factories import PASSWORD
+from tests.builders.configuration import PASSWORD
+from tests.builders.ingested_traces import OK, build_explorer, hex_of
 
 SHOTS = Path(tempfile.gettempdir())
 

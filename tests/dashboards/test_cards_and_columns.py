@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.rollups.models import Violation
-from tests.api.conftest import ApiWorld, api  # noqa: F401 - the fixture
+from tests.builders.api import ApiWorld
 from tests.conftest import client_for
 from tests.dashboards.test_dashboard_pages import recent  # noqa: F401 - the fixture
 

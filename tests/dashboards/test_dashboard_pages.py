@@ -10,18 +10,18 @@ from django.utils import timezone
 from apps.core.figures import format_ms
 from apps.pipelines.models import Stage
 from apps.rollups.models import Violation
-from tests.api.conftest import ApiWorld, api, session_client  # noqa: F401 - the fixture
-from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import (
+from tests.builders.api import ApiWorld, session_client
+from tests.builders.bucket_rows import store_rollups
+from tests.builders.ingested_traces import (
     hex_of,
     ingest,
     make_rag_pipeline,
     now_ns,
     retrieval_generation_traces,
 )
-from tests.rollups.bucket_rows import store_rollups
+from tests.builders.spans import rag_spans
+from tests.conftest import TeamWorld, client_for
 from tests.timing import MS
-from tests.traces import rag_spans
 
 HOME = "/teams/acme/dashboards/"
 PIPELINE = "/teams/acme/dashboards/rag-chat/"
@@ -29,7 +29,7 @@ MEMBERS = ["owner", "editor", "viewer"]
 
 
 @pytest.fixture
-def recent(api: ApiWorld) -> ApiWorld:  # noqa: F811
+def recent(api: ApiWorld) -> ApiWorld:
     """Hand-made rollups over the last 50 minutes: retrieval often over its 400 ms."""
     rng = np.random.default_rng(2)
     now = int(timezone.now().timestamp())
@@ -69,8 +69,8 @@ def test_an_open_violation_makes_the_pipeline_violating(recent: ApiWorld) -> Non
     assert '<tr data-pipeline="rag-chat" data-status="violating">' in html
 
 
-def test_a_team_without_pipelines_is_shown_how_to_start(api: ApiWorld) -> None:  # noqa: F811
-    from tests.factories import make_team, make_user
+def test_a_team_without_pipelines_is_shown_how_to_start(api: ApiWorld) -> None:
+    from tests.builders.configuration import make_team, make_user
 
     lonely = make_user("lonely")
     make_team("empty", owner=lonely)
@@ -102,7 +102,7 @@ def test_the_team_home_runs_as_many_queries_for_many_pipelines_as_for_one(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from tests.factories import make_pipeline, make_stage
+    from tests.builders.configuration import make_pipeline, make_stage
 
     client = client_for(recent.world.owner)
     client.get(HOME)  # the first visit remembers the team in the session: one write more

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.dashboards.management.commands.demo_banner import banner_lines
+from apps.demo.management.commands.demo_banner import banner_lines
 
 
 @contextmanager

@@ -15,8 +15,8 @@ from django.utils import timezone
 from apps.ingest.models import Trace
 from apps.rollups.models import Violation
 from apps.rollups.services.bucket_pass import rollups_process_dirty
+from tests.builders.demo_traffic import rag_pipeline, send_traffic
 from tests.conftest import TeamWorld, client_for
-from tests.whatif.builders import rag_pipeline, send_traffic
 from tests.whatif.conftest import eager  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)

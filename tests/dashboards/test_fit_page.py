@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from apps.pipelines.models import Pipeline, Stage
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import make_sample, make_trace
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import make_sample, make_trace
 from tests.timing import S
 
 URL = "/teams/acme/dashboards/rag-chat/fit/"

@@ -20,6 +20,7 @@ from apps.teams.services import (
     metrics_token_create,
     metrics_token_revoke,
 )
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld
 from tests.dashboards.metrics_world import (
     OBJECTIVE_MS,
@@ -28,7 +29,6 @@ from tests.dashboards.metrics_world import (
     build_metrics_world,
     sketch_seconds,
 )
-from tests.factories import make_pipeline, make_stage
 from tests.timing import MS
 
 if TYPE_CHECKING:

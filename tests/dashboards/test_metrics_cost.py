@@ -22,8 +22,8 @@ from apps.rollups.selectors.windows import Tile, tile_window
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.models import Team
 from apps.teams.services import metrics_token_create
+from tests.builders.configuration import make_pipeline
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
 
 STAGES_PER_PIPELINE = 20
 

@@ -11,7 +11,7 @@ import pytest
 
 from apps.teams.services import metrics_token_create
 from tests import processes
-from tests.factories import make_pipeline, make_team, make_user
+from tests.builders.configuration import make_pipeline, make_team, make_user
 from tests.processes import web_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

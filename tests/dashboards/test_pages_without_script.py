@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.api.conftest import ApiWorld, api  # noqa: F401 - the fixture
+from tests.builders.api import ApiWorld
 from tests.conftest import client_for
 
 PAGES = [
@@ -32,7 +32,7 @@ PAGES = [
 
 @pytest.mark.parametrize("url", PAGES)
 def test_a_page_has_no_inline_script_and_every_htmx_link_is_a_link(
-    api: ApiWorld,  # noqa: F811
+    api: ApiWorld,
     url: str,
 ) -> None:
     response = client_for(api.world.owner).get(url)

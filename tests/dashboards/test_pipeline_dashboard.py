@@ -10,10 +10,10 @@ from django.test import Client
 
 from apps.core.figures import format_ms, format_percent
 from apps.rollups.models import Violation
-from tests.api.conftest import ApiWorld, api, session_client  # noqa: F401 - the fixture
+from tests.builders.api import ApiWorld, session_client
+from tests.builders.bucket_rows import store_rollups
+from tests.builders.ingested_traces import retrieval_generation_traces
 from tests.conftest import client_for
-from tests.dashboards.builders import retrieval_generation_traces
-from tests.rollups.bucket_rows import store_rollups
 
 FROM, TO = "2025-01-15T09:58:50", "2025-01-15T11:01:20"
 URL = "/teams/acme/dashboards/rag-chat/"
@@ -28,7 +28,7 @@ def _epoch(text: str) -> int:
 
 
 @pytest.fixture
-def traffic(api: ApiWorld) -> ApiWorld:  # noqa: F811
+def traffic(api: ApiWorld) -> ApiWorld:
     rng = np.random.default_rng(7)
     starts = sorted(int(s) for s in rng.integers(_epoch(FROM) - 600, _epoch(TO) + 600, 500))
     traces = retrieval_generation_traces(

@@ -23,9 +23,9 @@ from apps.rollups.selectors.data_span import (
     pipeline_data_from,
     pipelines_data_from,
 )
+from tests.builders.configuration import make_pipeline
+from tests.builders.evaluation_rollups import T0, put_requests
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline
-from tests.rollups.evaluation_data import T0, put_requests
 
 NOW = T0 + timedelta(days=40, seconds=5)  # the windows end at T0 + 40 days
 END = align_down(to_seconds(NOW), 10)

@@ -9,7 +9,8 @@ from django.test import Client
 
 from apps.analysis.models import Recompute
 from apps.analysis.services.recompute import recompute_request, recompute_step
-from tests.analysis.recompute_data import (
+from tests.builders.configuration import make_pipeline
+from tests.builders.recompute_traces import (
     ChatPipeline,
     chat_pipeline,
     chat_traces,
@@ -19,7 +20,6 @@ from tests.analysis.recompute_data import (
     stored_samples,
 )
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline
 
 PAGE = "/teams/acme/dashboards/rag-chat/"
 STAGE = PAGE + "stages/rerank/"

@@ -14,10 +14,10 @@ from apps.core.figures import format_size
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipeline_with_stages
+from tests.builders.ingested_traces import ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import rag_spans
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import ingest, make_rag_pipeline, now_ns
 from tests.timing import MS
-from tests.traces import rag_spans
 
 RULE = {"span_name": "vector.search*", "name_match": "glob", "portion": "whole"}
 

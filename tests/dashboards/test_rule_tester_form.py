@@ -6,11 +6,11 @@ import re
 import pytest
 
 from apps.pipelines.models import Pipeline, SpanRule
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.ingested_traces import ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import rag_spans
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import ingest, make_rag_pipeline, now_ns
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.timing import MS
-from tests.traces import rag_spans
 
 RULE = {"span_name": "vector.search*", "name_match": "glob", "portion": "whole",
         "first_token_event": "first_token"}  # fmt: skip

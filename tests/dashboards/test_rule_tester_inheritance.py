@@ -10,10 +10,10 @@ from django.urls import reverse
 from apps.analysis.selectors.rule_test import rule_test
 from apps.analysis.stage_matching import RuleSpec
 from apps.pipelines.models import Pipeline
+from tests.builders.configuration import make_no_stage_rule
+from tests.builders.ingested_traces import ingest, now_ns
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import ingest, now_ns
 from tests.dashboards.ordinary_app import newcomer_pipeline, ordinary_trace
-from tests.factories import make_no_stage_rule
 from tests.timing import HOUR, MS
 
 TRACES = 3

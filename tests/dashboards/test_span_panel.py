@@ -7,11 +7,11 @@ from html import unescape
 
 import pytest
 
+from tests.builders.ingested_traces import GLOBEX_SPAN, TOOL, Detailed, build_detailed
+from tests.builders.spans import LLM
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import GLOBEX_SPAN, TOOL, Detailed, build_detailed
 from tests.dashboards.test_trace_detail import detail_url
 from tests.dashboards.test_trace_detail_spans import HTMX, assert_works_without_script, panel
-from tests.traces import LLM
 
 MEMBERS = ["owner", "editor", "viewer"]
 

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from apps.ingest.models import Trace
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.ingested_traces import hex_of, ingest, now_ns
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import hex_of, ingest, now_ns
 from tests.dashboards.ordinary_app import (
     ASK,
     CHAT,

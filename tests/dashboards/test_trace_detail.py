@@ -10,10 +10,10 @@ from django.urls import reverse
 from apps.analysis.selectors import trace_analysis
 from apps.ingest.models import Span, Trace
 from apps.pipelines.services import stage_delete
+from tests.builders.ingested_traces import Explorer, hex_of
+from tests.builders.spans import AUTH, LLM, RETR_A, RETR_B, ROOT
 from tests.conftest import client_for
-from tests.dashboards.builders import Explorer, hex_of
 from tests.timing import MS
-from tests.traces import AUTH, LLM, RETR_A, RETR_B, ROOT
 
 MEMBERS = ["owner", "editor", "viewer"]
 
@@ -201,8 +201,8 @@ def _stored_now(world: Any, trace_id: int) -> None:
     """A RAG trace ending now, stored but not yet analyzed."""
     from apps.ingest.models import Encoding
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-    from tests.dashboards.builders import now_ns
-    from tests.traces import encode, rag_spans
+    from tests.builders.ingested_traces import now_ns
+    from tests.builders.spans import encode, rag_spans
 
     spans = rag_spans(trace_id, now_ns())
     raw_batch_store(
@@ -248,8 +248,8 @@ def test_a_settled_trace_is_listed_and_says_it_may_still_change(world: Any) -> N
 
 
 def test_span_attributes_are_listed_even_with_awkward_keys(world: Any) -> None:
-    from tests.dashboards.builders import ingest, now_ns
-    from tests.traces import span
+    from tests.builders.ingested_traces import ingest, now_ns
+    from tests.builders.spans import span
 
     start = now_ns()
     attributes = {"items": "not a method", "http.route": "/x"}

@@ -12,11 +12,11 @@ from django.utils import timezone
 from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.models import Encoding, Span, Trace, TraceState
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import LLM, ROOT, EventSpec, HandSpan, encode, span
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
 from tests.dashboards.test_trace_detail import cell, detail_url
 from tests.timing import HOUR, MS
-from tests.traces import LLM, ROOT, EventSpec, HandSpan, encode, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 TRACE = 0xE1

@@ -7,10 +7,10 @@ import re
 import pytest
 from django.test import Client
 
+from tests.builders.ingested_traces import Explorer
+from tests.builders.spans import AUTH, LLM, RETR_A, RETR_B, ROOT
 from tests.conftest import client_for
-from tests.dashboards.builders import Explorer
 from tests.dashboards.test_trace_detail import detail_url
-from tests.traces import AUTH, LLM, RETR_A, RETR_B, ROOT
 
 HTMX = {"HX-Request": "true"}
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from apps.ingest.models import Trace
 from apps.ingest.selectors import TraceCursor
 from apps.teams.current_team import CURRENT_TEAM_SESSION_KEY
+from tests.builders.ingested_traces import Explorer, hex_of, ingest, now_ns, single_span
 from tests.conftest import client_for
-from tests.dashboards.builders import Explorer, hex_of, ingest, now_ns, single_span
 
 MEMBERS = ["owner", "editor", "viewer"]
 
@@ -118,7 +118,7 @@ def test_malformed_filters_come_back_as_errors_with_no_rows(
 
 
 def test_another_teams_pipeline_is_not_a_filter_choice(explorer: Explorer) -> None:
-    from tests.factories import make_pipeline
+    from tests.builders.configuration import make_pipeline
 
     make_pipeline(explorer.world.other_team, "globex-only")
     response = client_for(explorer.world.owner).get(list_url(), {"pipeline": "globex-only"})

@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 
 from apps.teams.services import api_token_create
+from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import HandSpan, rag_spans, span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
 from tests.processes import WebServer, web_server
 from tests.timing import MS
-from tests.traces import HandSpan, rag_spans, span
 
 pytestmark = [
     pytest.mark.slow,

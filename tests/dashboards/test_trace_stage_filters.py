@@ -5,10 +5,10 @@ import re
 import pytest
 
 from apps.pipelines.models import Pipeline
+from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import span
 from tests.conftest import TeamWorld, client_for
-from tests.dashboards.builders import hex_of, ingest, make_rag_pipeline, now_ns
 from tests.timing import MS
-from tests.traces import span
 
 URL = "/teams/acme/traces/"
 SLOW, FAST, SLOWEST = 0xE1, 0xE2, 0xE3
@@ -85,7 +85,7 @@ def test_a_stage_filter_that_cannot_apply_says_why(
 
 
 def test_another_teams_stage_is_no_choice(traffic: Pipeline, world: TeamWorld) -> None:
-    from tests.factories import make_pipeline, make_stage
+    from tests.builders.configuration import make_pipeline, make_stage
 
     theirs = make_pipeline(world.other_team, "theirs")
     make_stage(theirs, "secret-stage")

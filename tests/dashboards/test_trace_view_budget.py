@@ -4,9 +4,9 @@ was analyzed, says why, and lists no spans; within the budget it is taken apart.
 import pytest
 from django.test import override_settings
 
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.ingested_traces import Explorer
 from tests.conftest import client_for
-from tests.dashboards.builders import Explorer
 from tests.dashboards.test_trace_detail import cell, detail_url
 
 # Five spans weigh a little more than 5 KiB as read (1 KiB each, and their texts).

@@ -16,8 +16,8 @@ from apps.analysis.pipeline_routing import compile_pipeline
 from apps.analysis.spans import Span
 from apps.ingest.models import Trace
 from apps.ingest.selectors import root_span_glob, unmatched_traffic
+from tests.builders.ingested_traces import Explorer
 from tests.conftest import client_for
-from tests.dashboards.builders import Explorer
 
 MEMBERS = ["owner", "editor", "viewer"]
 
@@ -91,8 +91,8 @@ def test_an_unknown_window_falls_back_to_24_hours(explorer: Explorer) -> None:
 
 
 def test_a_new_pipeline_takes_the_traffic_out_of_the_summary(explorer: Explorer) -> None:
-    from tests.dashboards.builders import ingest, now_ns, single_span
-    from tests.factories import make_pipeline
+    from tests.builders.configuration import make_pipeline
+    from tests.builders.ingested_traces import ingest, now_ns, single_span
 
     make_pipeline(explorer.world.team, "health", match_root_span="GET /health")
     ingest(explorer.world.team, single_span(0xD1, now_ns(), name="GET /health"))
@@ -132,7 +132,7 @@ def test_the_pipelines_page_loads_a_short_summary(explorer: Explorer) -> None:
 
 
 def test_the_short_summary_lists_at_most_five_groups(world: Any) -> None:
-    from tests.dashboards.builders import ingest, now_ns, single_span
+    from tests.builders.ingested_traces import ingest, now_ns, single_span
 
     ingest(world.team, *(single_span(0xE0 + i, now_ns(), name=f"GET /r{i}") for i in range(7)))
     response = client_for(world.owner).get(URL, {"compact": "1"}, HTTP_HX_REQUEST="true")
@@ -162,7 +162,7 @@ def test_the_reference_percentile_interpolates_like_postgres(
 def test_the_suggested_glob_matches_the_root_span_name_and_fits_the_field(
     world: Any, name: str
 ) -> None:
-    from tests.factories import make_pipeline
+    from tests.builders.configuration import make_pipeline
 
     glob = root_span_glob(name)
     assert len(glob) <= 200

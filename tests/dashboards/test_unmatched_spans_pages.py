@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from apps.pipelines.models import Pipeline, SpanRule
-from tests.api.conftest import session_client, token_client
+from tests.builders.api import session_client, token_client
 from tests.conftest import TeamWorld, client_for
 from tests.dashboards.unmatched_spans_data import OPERATION, ask_traffic
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
+from tests.builders.ingested_traces import ingest, make_rag_pipeline, now_ns
+from tests.builders.spans import HandSpan, span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import ingest, make_rag_pipeline, now_ns
 from tests.timing import MS
-from tests.traces import HandSpan, span
 
 HEALTH, FRESH, FAILED, CACHED, LISTY, GLOBEX = 0xC4, 0xC1, 0xC2, 0xC3, 0xC5, 0xD9
 MINUTE = 60_000 * MS

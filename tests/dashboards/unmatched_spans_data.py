@@ -4,11 +4,11 @@ send them, with known answers for what no stage takes."""
 
 from apps.pipelines.models import NoStageRule, Pipeline
 from apps.rollups.services.bucket_pass import rollups_process_dirty
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.ingested_traces import ingest, now_ns
+from tests.builders.spans import HandSpan, span
 from tests.conftest import TeamWorld
-from tests.dashboards.builders import ingest, now_ns
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.timing import MS
-from tests.traces import HandSpan, span
 
 OPERATION = "gen_ai.operation.name"
 TTFC = "gen_ai.response.time_to_first_chunk"

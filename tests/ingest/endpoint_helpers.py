@@ -24,8 +24,8 @@ from apps.ingest.services.span_rows import (
 )
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
+from tests.builders.spans import T0, TRACE_ID, HandSpan, encode, span
 from tests.timing import MS
-from tests.traces import T0, TRACE_ID, HandSpan, encode, span
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -9,8 +9,8 @@ from apps.ingest.models import Encoding
 from apps.ingest.services import intake
 from apps.ingest.services.batches import raw_batch_store
 from apps.teams.models import Team
+from tests.builders.configuration import make_team, make_user
 from tests.conftest import TeamWorld
-from tests.factories import make_team, make_user
 from tests.ingest.endpoint_helpers import ingest_token, post, protobuf_batch, rate_window_fresh
 
 OTLP = "/v1/traces"

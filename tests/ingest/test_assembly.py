@@ -14,10 +14,10 @@ from apps.ingest.selectors import traces_for_team
 from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import ROOT, T0, HandSpan, encode, rag_spans, span
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.timing import DAY, MS, S
-from tests.traces import ROOT, T0, HandSpan, encode, rag_spans, span
 
 TRACE = 0xABCDEF0123456789ABCDEF0123456789
 

@@ -12,8 +12,8 @@ from apps.ingest.services import intake
 from apps.ingest.services.batches import DECODERS
 from apps.ingest.services.span_rows import span_rows
 from apps.teams.models import Team
+from tests.builders.configuration import make_team
 from tests.conftest import TeamWorld
-from tests.factories import make_team
 from tests.ingest.endpoint_helpers import (
     JSON,
     PROTOBUF,

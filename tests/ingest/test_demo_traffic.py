@@ -21,8 +21,8 @@ from django.core.management import CommandError, call_command
 from apps.analysis.attribution import attribute_trace
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import StageMatcher, stage_specs_from_pipeline
-from apps.ingest.simulator import Drift, TracePlanner, shape_for_pipeline
-from apps.ingest.simulator.traffic_plan import TracePlan
+from apps.demo.traffic import Drift, TracePlanner, shape_for_pipeline
+from apps.demo.traffic.traffic_plan import TracePlan
 from apps.pipelines.config_as_code import config_apply, parse_document
 from apps.pipelines.environment import COMMAND_LINE
 from apps.pipelines.models import Pipeline

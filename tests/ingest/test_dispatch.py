@@ -9,9 +9,9 @@ from apps.ingest.decoding import (
     decode_otlp,
     otlp_encoding,
 )
-from tests.ingest.samples import SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.builders.otlp_samples import SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.builders.spans import encode
 from tests.ingest.test_otlp_json import SAMPLE
-from tests.traces import encode
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ from django.core.management import call_command
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import Encoding, RawBatch, Span, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from tests.builders.otlp_samples import sample_spans
+from tests.builders.spans import encode
 from tests.conftest import TeamWorld
-from tests.ingest.samples import sample_spans
-from tests.traces import encode
 
 
 def good_batch(world: TeamWorld) -> RawBatch:

@@ -8,7 +8,7 @@ import pytest
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
 from apps.ingest.models import Span
 from apps.ingest.services.batches import raw_batches_drain
-from tests import traces
+from tests.builders import spans as traces
 from tests.ingest.endpoint_helpers import (
     JSON,
     export_response,

@@ -13,6 +13,7 @@ from apps.ingest.models import Encoding, RawBatch, Span, Trace
 from apps.ingest.services.batches import raw_batches_drain
 from apps.ingest.tasks import drain_schedule
 from apps.teams.services import api_token_create, ingest_token_revoke
+from tests.builders.spans import T0, encode, span
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -33,7 +34,6 @@ from tests.ingest.endpoint_helpers import (
     status_of,
 )
 from tests.timing import MS
-from tests.traces import T0, encode, span
 
 URL = "/v1/traces"
 GZIP = {"Content-Encoding": "gzip"}

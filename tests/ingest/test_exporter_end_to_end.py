@@ -16,12 +16,12 @@ from apps.analysis.models import StageSample
 from apps.ingest.models import RawBatch, Trace, TraceState
 from apps.pipelines.models import Pipeline
 from apps.teams.services import ingest_token_revoke
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import sdk_span
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.endpoint_helpers import batch_spans, chat_spans, ingest_token
 from tests.processes import celery_worker, wait_for
 from tests.timing import MS
-from tests.traces import sdk_span
 
 
 def exporter(live_server: Any, token: str, **kwargs: Any) -> OTLPSpanExporter:

@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 
 from apps.ingest.decoding import DecodeError, Reason, SpanEvent, decode_native_json
-from tests.traces import T0
+from tests.builders.spans import T0
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 ROOT = "1111111111111111"

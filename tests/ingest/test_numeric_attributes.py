@@ -11,7 +11,7 @@ import pytest
 from apps.ingest.decoding import DecodeResult, decode_native_json, decode_otlp_json
 from apps.ingest.decoding import decode_otlp_protobuf as decode_protobuf
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES, MAX_NOTES
-from tests.traces import T0, encode, span
+from tests.builders.spans import T0, encode, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 INPUT = "gen_ai.usage.input_tokens"

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from apps.ingest.decoding import DecodeError, Reason, decode_otlp_json, decode_otlp_protobuf
-from tests.ingest.samples import SAMPLE_RECORDS, by_span_id, sample_spans
-from tests.traces import T0, encode
+from tests.builders.otlp_samples import SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.builders.spans import T0, encode
 
 SAMPLE = (Path(__file__).parent / "sample_otlp.json").read_bytes()
 

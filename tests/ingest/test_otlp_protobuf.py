@@ -14,9 +14,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from apps.ingest.decoding import DecodeError, Reason, decode_otlp_protobuf
 from apps.ingest.decoding.otlp_schema import RawExportTraceServiceRequest
-from tests.ingest.samples import ROOT_ID, SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.builders.otlp_samples import ROOT_ID, SAMPLE_RECORDS, by_span_id, sample_spans
+from tests.builders.spans import T0, encode, span
 from tests.timing import MS
-from tests.traces import T0, encode, span
 
 
 def _sdk_value(value: Any) -> Any:

@@ -11,9 +11,9 @@ from apps.ingest.decoding import decode_otlp_protobuf
 from apps.ingest.models import RawBatch, Span, Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.teams.models import Team
+from tests.builders.spans import T0, HandSpan, encode, span
 from tests.conftest import TeamWorld
 from tests.timing import MS
-from tests.traces import T0, HandSpan, encode, span
 
 MIB = 1024 * 1024
 

@@ -36,8 +36,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from apps.alerts.models import Channel
 from apps.alerts.selectors.recipients import channels_recipient_statuses
-from apps.ingest.models import RawBatch
-from apps.ingest.simulator import (
+from apps.demo.traffic import (
     CountingExporter,
     Profile,
     Switches,
@@ -47,14 +46,15 @@ from apps.ingest.simulator import (
     emit_trace,
     shape_for_pipeline,
 )
+from apps.ingest.models import RawBatch
 from apps.pipelines.models import Pipeline
 from apps.teams.models import IngestToken, Team
 from apps.teams.services import ingest_token_create, ingest_token_revoke
-from tests.factories import make_pipeline, make_team
+from tests.builders.configuration import make_pipeline, make_team
+from tests.builders.spans import T0
 from tests.ingest.endpoint_helpers import batch_spans
 from tests.processes import ROOT, process_env, wait_for
 from tests.timing import S
-from tests.traces import T0
 
 # ---------------------------------------------------------------- trace shapes
 

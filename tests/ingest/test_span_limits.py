@@ -21,6 +21,7 @@ from apps.ingest.decoding.limits import (
 )
 from apps.ingest.decoding.records import Rejections, SpanEvent, SpanRecord
 from apps.ingest.models import RawBatch
+from tests.builders.spans import T0, encode, otlp_json, span
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     PROTOBUF,
@@ -32,7 +33,6 @@ from tests.ingest.endpoint_helpers import (
     post,
 )
 from tests.timing import MS
-from tests.traces import T0, encode, otlp_json, span
 
 OTLP = "/v1/traces"
 MIB = 1024 * 1024

@@ -7,10 +7,10 @@ from apps.ingest.decoding.records import DecodeResult
 from apps.ingest.models import Encoding, RawBatch, Span, Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.ingest.services.span_rows import span_rows
+from tests.builders.spans import T0
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import batch_spans, expected_spans
 from tests.timing import MS
-from tests.traces import T0
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from apps.core.time import day_start_ns
 from apps.ingest.models import Encoding, Span, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.ingest.services.storage import storage_maintain
+from tests.builders.spans import encode, span
 from tests.conftest import TeamWorld
 from tests.timing import MS, S
-from tests.traces import encode, span
 
 
 def _ns(day: datetime) -> int:

@@ -10,6 +10,7 @@ from django.test import TestCase
 from apps.ingest.models import Span, Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.teams.models import Team
+from tests.builders.spans import T0, HandSpan, encode, span
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -21,7 +22,6 @@ from tests.ingest.endpoint_helpers import (
     post,
 )
 from tests.timing import MS
-from tests.traces import T0, HandSpan, encode, span
 
 URL = "/v1/traces"
 GZIP = {"Content-Encoding": "gzip"}

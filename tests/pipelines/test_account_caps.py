@@ -4,9 +4,9 @@ import pytest
 
 from apps.pipelines.config_as_code import ConfigApplyError, config_apply, parse_document
 from apps.pipelines.models import Pipeline
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.configuration import make_pipeline, make_team
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_team
 
 CAP = 3
 

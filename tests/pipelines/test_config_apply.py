@@ -12,8 +12,8 @@ from django.db import connection
 from apps.pipelines.config_as_code import config_export, pipelines_plan
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.teams.models import Team
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 
 RAG = """\
 team: acme

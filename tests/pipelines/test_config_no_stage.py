@@ -9,8 +9,8 @@ from django.core.management import call_command
 
 from apps.pipelines.config_as_code import ConfigInvalid, config_export, parse_document
 from apps.pipelines.models import NoStageRule, Pipeline
+from tests.builders.configuration import make_no_stage_rule, make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_no_stage_rule, make_pipeline, make_rule, make_stage
 
 RAG = """\
 team: acme

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from apps.pipelines.config_as_code import ConfigInvalid, config_export, parse_document
 from apps.pipelines.config_as_code.document_export import dump_yaml
 from apps.pipelines.models import Pipeline, SpanRule, Stage
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 
 
 def doc(body: str) -> str:

@@ -9,8 +9,8 @@ from django.urls import reverse
 from apps.pipelines.config_as_code import config_export
 from apps.pipelines.config_forms import MAX_CONFIG_BYTES
 from apps.pipelines.models import Pipeline
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage
 
 FILE = """\
 team: acme

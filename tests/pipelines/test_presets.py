@@ -11,8 +11,8 @@ from apps.pipelines.config_as_code import config_export, config_preview
 from apps.pipelines.models import Pipeline, SpanRule, Stage
 from apps.pipelines.presets import PRESETS, pipeline_create_from_preset, preset_plan
 from apps.pipelines.presets import services as preset_services
+from tests.builders.configuration import make_pipeline
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
 
 pytestmark = pytest.mark.django_db
 WITH_STAGES = [key for key, preset in PRESETS.items() if preset.stages]

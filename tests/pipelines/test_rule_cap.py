@@ -10,9 +10,9 @@ from django.db import connection
 from apps.pipelines.config_as_code import ConfigInvalid, config_apply, parse_document
 from apps.pipelines.models import NoStageRule, Pipeline, SpanRule
 from apps.pipelines.services import no_stage_rule_create, span_rule_create
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.configuration import make_no_stage_rule, make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_no_stage_rule, make_pipeline, make_rule, make_stage
 
 CAP = 3
 

@@ -22,9 +22,9 @@ from apps.pipelines.services import (
     stage_update,
     stages_reorder,
 )
-from tests.api.conftest import ApiWorld, api, token_client  # noqa: F401 - the fixture
+from tests.builders.api import ApiWorld, token_client
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_rule, make_stage
 
 HTMX = {"HX-Request": "true"}
 LONG_AGO = timezone.now() - timedelta(days=3)
@@ -152,7 +152,7 @@ def test_the_stage_editor_pages_record_rule_changes(world: TeamWorld, rag: tuple
         assert 'href="/teams/acme/dashboards/rag-chat/#recompute"' in html
 
 
-def test_the_rest_api_records_rule_changes(api: ApiWorld) -> None:  # noqa: F811
+def test_the_rest_api_records_rule_changes(api: ApiWorld) -> None:
     client = token_client(api.world.editor)
     base = "/api/v1/pipelines/rag-chat/"
     rules = base + "stages/retrieval/rules/"

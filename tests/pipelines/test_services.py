@@ -16,8 +16,8 @@ from apps.pipelines.validation import (
     validate_evaluation_value,
     validate_span_name,
 )
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf"), 2.5, "100", True])

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from apps.pipelines.models import NoStageRule, Pipeline
+from tests.builders.configuration import make_no_stage_rule, make_pipeline, make_rule, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_no_stage_rule, make_pipeline, make_rule, make_stage
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}

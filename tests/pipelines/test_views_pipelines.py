@@ -6,8 +6,8 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.pipelines.models import Pipeline
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_stage
 
 pytestmark = pytest.mark.django_db
 WRITERS = ["owner", "editor"]

@@ -10,9 +10,9 @@ from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import Team
-from tests.factories import make_pipeline, make_rule, make_stage
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import HandSpan, encode, retrieval_request, span
 from tests.timing import MS, S
-from tests.traces import HandSpan, encode, retrieval_request, span
 
 
 def rag_pipeline(team: Team) -> tuple[Pipeline, Stage]:

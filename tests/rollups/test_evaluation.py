@@ -10,9 +10,9 @@ from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
 from apps.rollups.selectors.budget_window import evaluation_window
 from apps.rollups.services.evaluation import budgets_evaluate
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import at, hex_id, make_sample, make_trace, ns_at, put_rollup
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import at, hex_id, make_sample, make_trace, ns_at, put_rollup
 
 UNDER = np.linspace(100, 300, 20)  # 20 values per 10 s bucket, all under a 350 ms budget
 

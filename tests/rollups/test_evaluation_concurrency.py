@@ -15,9 +15,9 @@ from apps.rollups.services.evaluation import (
     budgets_check_promptly,
     budgets_evaluate,
 )
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import at, put_rollup
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import at, put_rollup
 
 
 def _concurrently(now_seconds: float, runs: int = 2) -> list[EvaluationResult]:

@@ -15,10 +15,10 @@ from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Measure, RollupBucket, Violation
 from apps.teams.models import Team
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import encode, retrieval_request
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.timing import S
-from tests.traces import encode, retrieval_request
 
 pytestmark = pytest.mark.usefixtures("clean_cache")
 

@@ -13,9 +13,9 @@ from apps.rollups.services.evaluation import (
     budgets_check_promptly,
     budgets_evaluate,
 )
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import at, put_rollup
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import at, put_rollup
 
 UNDER = np.linspace(100, 300, 20)  # 20 values per 10 s bucket, all under a 350 ms budget
 FIELDS = (

@@ -12,10 +12,10 @@ from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
 from apps.rollups.selectors.budget_window import evaluation_tick
 from apps.rollups.tasks import check_budgets_promptly, process_dirty_rollups
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import make_sample, make_trace, put_rollup
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
 from tests.processes import celery_worker, wait_for
-from tests.rollups.evaluation_data import make_sample, make_trace, put_rollup
 from tests.timing import S
 
 pytestmark = pytest.mark.usefixtures("clean_cache")

@@ -13,9 +13,9 @@ from apps.pipelines.services import stage_budgets_set
 from apps.rollups.selectors.fit import PipelineFit, StageFit, pipeline_fit, pipeline_fit_recent
 from apps.rollups.selectors.fit_plans import FIT, KEEP, TRACES
 from apps.rollups.selectors.fit_suggestions import suggest_budgets
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import T0, make_sample, make_trace, ns_at
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import T0, make_sample, make_trace, ns_at
 from tests.timing import DAY_S
 
 NOW = T0 + timedelta(days=8)

@@ -21,13 +21,13 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import ANALYZED_STATES, Trace, TraceState
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import HandSpan, otlp_json, span
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
 from tests.ingest.endpoint_helpers import ingest_token
 from tests.processes import celery_worker, wait_for
 from tests.timing import MS
-from tests.traces import HandSpan, otlp_json, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
 VICTIM_TRACES = 200

@@ -13,9 +13,9 @@ from apps.rollups.models import E2E_STAGE_ID, Measure
 from apps.rollups.selectors import pipeline_percentiles, pipeline_series
 from apps.rollups.selectors.percentiles import pipelines_percentiles
 from apps.rollups.selectors.series import pipelines_series
+from tests.builders.bucket_rows import HandTrace, store_rollups
+from tests.builders.configuration import make_pipeline, make_stage
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.bucket_rows import HandTrace, store_rollups
 from tests.timing import MS
 
 START = int(datetime(2025, 3, 3, 9, 58, 50, tzinfo=UTC).timestamp())

@@ -16,9 +16,9 @@ from apps.rollups.selectors.objectives import (
     pipeline_objective_status,
 )
 from apps.rollups.selectors.windows import tile_runs
+from tests.builders.configuration import make_pipeline
+from tests.builders.evaluation_rollups import T0, put_bucket, put_requests
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
-from tests.rollups.evaluation_data import T0, put_bucket, put_requests
 
 NOW = T0 + timedelta(days=40, hours=12, seconds=5)
 

@@ -11,16 +11,16 @@ from apps.pipelines.models import Pipeline
 from apps.rollups.models import BudgetEvaluation, RollupBucket, Violation
 from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.services.evaluation import budgets_check_promptly, budgets_evaluate
-from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_stage
-from tests.rollups.evaluation_data import at, put_rollup
-from tests.rollups.refusals import refused_rows
-from tests.rollups.rollup_data import (
+from tests.builders.configuration import make_pipeline, make_stage
+from tests.builders.evaluation_rollups import at, put_rollup
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     assert_rollups_exact,
     make_rollup_pipeline,
 )
+from tests.conftest import TeamWorld
+from tests.rollups.refusals import refused_rows
 from tests.timing import S
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)

@@ -16,14 +16,14 @@ from django.db import connection
 from apps.analysis.models import DirtyBucket
 from apps.rollups.services import bucket_compute as rollup_compute
 from apps.rollups.services.bucket_pass import RollupResult, rollups_process_dirty
-from tests.conftest import TeamWorld
-from tests.rollups.rollup_data import (
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     add_trace,
     assert_rollups_exact,
     make_rollup_pipeline,
 )
+from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,9 +13,8 @@ from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.rollups.models import E2E_STAGE_ID, RollupBucket
 from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.teams.models import Team
-from tests.conftest import TeamWorld
-from tests.factories import make_pipeline, make_rule, make_stage
-from tests.rollups.rollup_data import (
+from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     add_trace,
@@ -24,8 +23,9 @@ from tests.rollups.rollup_data import (
     refinalize,
     stored_rollups,
 )
+from tests.builders.spans import HandSpan, encode, span
+from tests.conftest import TeamWorld
 from tests.timing import MS, S
-from tests.traces import HandSpan, encode, span
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)
 

@@ -11,8 +11,7 @@ from apps.analysis.models import DirtyBucket
 from apps.rollups.models import RollupBucket
 from apps.rollups.services import bucket_compute as rollup_compute
 from apps.rollups.services.bucket_pass import rollups_process_dirty
-from tests.conftest import TeamWorld
-from tests.rollups.rollup_data import (
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     assert_rollups_exact,
@@ -20,6 +19,7 @@ from tests.rollups.rollup_data import (
     refinalize,
     snapshot,
 )
+from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
 SOON_AFTER = datetime.fromtimestamp(NEW_YEAR_S + 600, tz=UTC)

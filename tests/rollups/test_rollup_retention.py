@@ -12,8 +12,7 @@ from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.services.retention import rollups_expire
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.rollups.tasks import expire_rollups, process_dirty_rollups
-from tests.conftest import TeamWorld
-from tests.rollups.rollup_data import (
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     add_trace,
@@ -21,6 +20,7 @@ from tests.rollups.rollup_data import (
     make_rollup_pipeline,
     snapshot,
 )
+from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
 NEW_YEAR = datetime.fromtimestamp(NEW_YEAR_S, tz=UTC)

@@ -12,9 +12,8 @@ from apps.ingest.models import Trace
 from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
 from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.sketches.ddsketch import Sketch
-from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
-from tests.rollups.rollup_data import (
+from tests.builders.configuration import make_pipeline
+from tests.builders.samples_and_rollups import (
     NEW_YEAR_S,
     add_random_traces,
     add_trace,
@@ -23,6 +22,7 @@ from tests.rollups.rollup_data import (
     snapshot,
     stored_rollups,
 )
+from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
 # Shortly after the data below: every resolution is built by merging.
@@ -177,8 +177,8 @@ def test_a_trace_finalized_from_ingested_spans_reaches_every_resolution(
     from apps.analysis.services.finalize import traces_finalize_due
     from apps.ingest.models import Encoding
     from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
-    from tests.factories import make_rule, make_stage
-    from tests.traces import encode, span
+    from tests.builders.configuration import make_rule, make_stage
+    from tests.builders.spans import encode, span
 
     pipeline = make_pipeline(world.team, "chat", match_root_span="POST /chat")
     make_rule(make_stage(pipeline, "retrieval"), span_name="vector.search*")

@@ -21,9 +21,9 @@ from apps.rollups.selectors.windows import (
     tiles_filter,
     window_tiles,
 )
+from tests.builders.bucket_rows import HandTrace, store_rollups
+from tests.builders.configuration import make_pipeline
 from tests.conftest import TeamWorld
-from tests.factories import make_pipeline
-from tests.rollups.bucket_rows import HandTrace, store_rollups
 from tests.timing import DAY_S as DAY
 from tests.timing import HOUR_S as HOUR
 from tests.timing import MINUTE_S as MINUTE

@@ -3,8 +3,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from tests.builders.configuration import PASSWORD, make_user
 from tests.conftest import client_for
-from tests.factories import PASSWORD, make_user
 from tests.teams.conftest import assert_redirects_to_login
 
 User = get_user_model()

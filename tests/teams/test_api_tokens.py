@@ -15,8 +15,8 @@ from apps.teams.authentication import ApiTokenAuthentication
 from apps.teams.models import ApiToken
 from apps.teams.services import api_token_create
 from apps.teams.tokens import token_digest
+from tests.builders.configuration import PASSWORD, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import PASSWORD, make_user
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 
 URL = "/teams/tokens/"

@@ -8,8 +8,8 @@ from django.core.management.base import CommandError
 from apps.teams.models import ApiToken, Membership, Role, Team
 from apps.teams.services import api_token_authenticate
 from apps.teams.tokens import token_digest
+from tests.builders.configuration import make_user
 from tests.conftest import TeamWorld
-from tests.factories import make_user
 
 User = get_user_model()
 

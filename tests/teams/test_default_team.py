@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from apps.teams.models import Membership, Role
 from apps.teams.services import membership_remove
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.configuration import PASSWORD, add_member, make_pipeline, make_team, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import PASSWORD, add_member, make_pipeline, make_team, make_user
 from tests.teams.invitations import invite, link
 
 PIPELINES = "/api/v1/pipelines/"

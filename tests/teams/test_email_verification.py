@@ -14,8 +14,8 @@ from django.test import Client
 from apps.teams.models import EmailProof, EmailVerification, Role
 from apps.teams.selectors import user_email_verified
 from apps.teams.services import email_verification_link
+from tests.builders.configuration import make_user, verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user, verify_email
 from tests.teams.conftest import assert_redirects_to_login
 from tests.teams.invitations import invite, link, mailed_to
 

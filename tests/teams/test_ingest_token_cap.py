@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError
 
 from apps.teams.models import IngestToken, Team
 from apps.teams.services import ingest_token_create, ingest_token_revoke
+from tests.builders.configuration import make_team, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_team, make_user
 
 
 def test_an_account_at_its_token_cap_cannot_create_another(world: TeamWorld, settings) -> None:

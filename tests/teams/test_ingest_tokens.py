@@ -17,8 +17,8 @@ from apps.teams.services import (
     ingest_token_revoke,
 )
 from apps.teams.tokens import token_digest
+from tests.builders.configuration import make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 
 URL = "/teams/acme/ingest-tokens/"

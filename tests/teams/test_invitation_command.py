@@ -10,8 +10,8 @@ from django.core.management.base import CommandError
 
 from apps.teams.management.commands.team import Command
 from apps.teams.models import Invitation, Membership, Role
+from tests.builders.configuration import make_user, verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user, verify_email
 from tests.teams.invitations import role_in, tokens_mailed_to
 
 

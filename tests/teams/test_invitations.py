@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.teams.models import Invitation, Membership, Role
+from tests.builders.configuration import add_member, make_team, make_user, verify_email
 from tests.conftest import TeamWorld, client_for
-from tests.factories import add_member, make_team, make_user, verify_email
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 from tests.teams.invitations import invite, link, role_in, tokens_mailed_to
 
@@ -406,7 +406,7 @@ def test_anonymous_accept_is_sent_to_sign_in_and_attaches_nothing(world: TeamWor
 
 
 def test_invitee_signs_in_through_the_link_and_accepts(world: TeamWorld) -> None:
-    from tests.factories import PASSWORD
+    from tests.builders.configuration import PASSWORD
 
     nina = make_user("nina")
     _, raw = invite(world.team, "nina@example.com", by=world.owner)

@@ -3,9 +3,9 @@
 import pytest
 
 from apps.teams.models import Membership, Role
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
+from tests.builders.configuration import add_member, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import add_member, make_user
 from tests.teams.conftest import HTMX
 
 URL = "/teams/acme/members/"

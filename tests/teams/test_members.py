@@ -3,8 +3,8 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.teams.models import Membership, Role
+from tests.builders.configuration import add_member, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import add_member, make_user
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 
 URL = "/teams/acme/members/"

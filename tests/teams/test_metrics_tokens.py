@@ -14,8 +14,8 @@ from apps.teams.services import (
     metrics_token_revoke,
 )
 from apps.teams.tokens import token_digest
+from tests.builders.configuration import make_team
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_team
 from tests.teams.conftest import HTMX, assert_redirects_to_login
 
 URL = "/teams/acme/metrics/"

@@ -3,8 +3,8 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.teams.models import Membership
+from tests.builders.configuration import make_team
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_team
 from tests.teams.conftest import assert_redirects_to_login
 
 URL = "/teams/acme/"

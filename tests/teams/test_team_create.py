@@ -4,8 +4,8 @@ from django.urls import reverse
 
 from apps.teams.models import Membership, Role, Team
 from apps.teams.services import team_create
+from tests.builders.configuration import make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_user
 from tests.teams.conftest import assert_redirects_to_login
 
 URL = "/teams/new/"

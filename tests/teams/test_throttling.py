@@ -12,9 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.teams import client_ip
-from tests.api.conftest import session_client, token_client
+from tests.builders.api import session_client, token_client
+from tests.builders.configuration import PASSWORD, make_user
 from tests.conftest import TeamWorld
-from tests.factories import PASSWORD, make_user
 
 User = get_user_model()
 LOGIN = "/accounts/login/"

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS, NS_PER_S
+from apps.demo.traffic import Switches
 from apps.ingest.models import ANALYZED_STATES, Trace
-from apps.ingest.simulator import Switches
 from apps.pipelines.models import Pipeline
 from apps.whatif.changes import Change
 from apps.whatif.params import replay_params
 from apps.whatif.selectors.compute import whatif_replay_result
-from tests.factories import make_team, make_user
-from tests.whatif.builders import rag_pipeline, send_traffic
+from tests.builders.configuration import make_team, make_user
+from tests.builders.demo_traffic import rag_pipeline, send_traffic
 
 SWITCHES: dict[str, tuple[Switches, list[Change]]] = {
     "history and rewrite concurrent": (

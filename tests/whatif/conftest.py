@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from apps.pipelines.models import Pipeline
 from budgets_site.celery import app
+from tests.builders.demo_traffic import Sent, rag_pipeline, send_traffic
 from tests.conftest import TeamWorld
-from tests.whatif.builders import Sent, rag_pipeline, send_traffic
 
 
 @pytest.fixture

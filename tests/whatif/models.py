@@ -10,8 +10,8 @@ from apps.whatif.changes import Change
 from apps.whatif.dependency import ModelRows, model_add_trace, stage_index
 from apps.whatif.replay import ReplayModel, ReplayResult, replay, replay_model
 from apps.whatif.scenario import scenario_compile
+from tests.builders.spans import T0, span
 from tests.timing import MS
-from tests.traces import T0, span
 
 
 def by_name(*slugs: str, split: tuple[str, str] | None = None) -> StageMatcher:

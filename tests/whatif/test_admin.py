@@ -3,8 +3,8 @@
 import pytest
 
 from apps.whatif.models import RunKind, SavedScenario, WhatIfRun
+from tests.builders.configuration import make_pipeline, make_user
 from tests.conftest import TeamWorld, client_for
-from tests.factories import make_pipeline, make_user
 
 
 @pytest.mark.django_db

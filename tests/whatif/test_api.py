@@ -12,10 +12,10 @@ from apps.ingest.models import Trace
 from apps.pipelines.models import Stage
 from apps.whatif.models import RunKind, RunStatus, SavedScenario, WhatIfRun
 from apps.whatif.services import whatif_run_compute
-from tests.api.conftest import error_of, token_client
-from tests.factories import make_team
+from tests.builders.api import error_of, token_client
+from tests.builders.configuration import make_team
+from tests.builders.demo_traffic import rag_pipeline
 from tests.timing import MS
-from tests.whatif.builders import rag_pipeline
 from tests.whatif.conftest import Chat
 
 pytestmark = pytest.mark.django_db(transaction=True)

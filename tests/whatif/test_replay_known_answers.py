@@ -153,8 +153,8 @@ def llm_call() -> list:
 
 
 def _with_token(trace: list, token_ms: float) -> list:
+    from tests.builders.spans import T0
     from tests.timing import MS
-    from tests.traces import T0
 
     trace[1].events = (("first_token", T0 + round(token_ms * MS)),)
     return trace

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from apps.analysis.attribution import attribute_trace
 from apps.analysis.spans import Span
 from apps.whatif.changes import Change
+from tests.builders.spans import T0, span
 from tests.timing import MS
-from tests.traces import T0, span
 from tests.whatif.models import by_name, model_of, replayed
 
 STAGES = ("a", "b", "c")

@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from apps.analysis.span_projection import SPAN_OBJECT_BYTES
 from apps.whatif.selectors.sample import trace_sample
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
 from tests.whatif.conftest import Chat
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from apps.pipelines.models import Stage
-from tests.api.conftest import token_client
+from tests.builders.api import token_client
 from tests.processes import celery_worker, wait_for
 from tests.whatif.conftest import Chat
 

@@ -20,6 +20,7 @@ from apps.alerts.apis.serializers import (
     RecipientOutput,
     RecipientResendInput,
 )
+from apps.alerts.labels import channel_row, channel_rows
 from apps.alerts.models import Channel
 from apps.alerts.selectors.history import channels_for_team
 from apps.alerts.selectors.recipients import channel_recipient_statuses
@@ -32,9 +33,8 @@ from apps.alerts.services.channels import (
 )
 from apps.alerts.services.notifications import notification_test_send
 from apps.alerts.services.recipients import recipient_confirmation_resend
-from apps.alerts.views.labels import channel_row, channel_rows
 from apps.core.api.errors import api_field_names
-from apps.core.api.pagination import DefaultPagination
+from apps.core.api.pagination import DefaultPagination, paginated_response
 from apps.core.api.schema import error_responses
 from apps.core.api.views import ApiView
 from apps.teams.api_errors import rates_as_429
@@ -71,14 +71,15 @@ class ChannelListApi(ApiView):
     )
     def get(self, request: Request) -> Response:
         membership = membership_for_request(request)
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(
-            channels_for_team(team=membership.team), request, view=self
+        return paginated_response(
+            request=request,
+            view=self,
+            queryset=channels_for_team(team=membership.team),
+            serializer_class=ChannelOutput,
+            rows=lambda page: channel_rows(
+                team=membership.team, channels=page, can_write=membership.can_write
+            ),
         )
-        rows = channel_rows(
-            team=membership.team, channels=list(page or []), can_write=membership.can_write
-        )
-        return paginator.get_paginated_response(ChannelOutput(rows, many=True).data)
 
 
 class ChannelCreateApi(ApiView):

@@ -13,8 +13,12 @@ from apps.alerts.apis.serializers import (
     IncidentSummaryOutput,
     NotificationOutput,
 )
-from apps.alerts.selectors.history import incident_notifications, incidents_for_team
-from apps.alerts.views.incidents import STATUSES, with_delivery_counts
+from apps.alerts.selectors.history import (
+    INCIDENT_STATUSES,
+    incident_notifications,
+    incidents_for_team,
+    with_delivery_counts,
+)
 from apps.core.api.pagination import DefaultPagination, paginated_response
 from apps.core.api.views import ApiView
 from apps.teams.api_schema import team_schema
@@ -26,7 +30,9 @@ class IncidentListApi(ApiView):
     pagination_class = DefaultPagination
 
     class FilterSerializer(serializers.Serializer):
-        status = serializers.ChoiceField(choices=STATUSES, required=False, allow_blank=True)
+        status = serializers.ChoiceField(
+            choices=INCIDENT_STATUSES, required=False, allow_blank=True
+        )
         pipeline = serializers.SlugField(required=False, allow_blank=True, max_length=50)
 
     @team_schema(
@@ -41,7 +47,7 @@ class IncidentListApi(ApiView):
                 OpenApiTypes.STR,
                 OpenApiParameter.QUERY,
                 description="Open (firing) or resolved incidents only.",
-                enum=list(STATUSES),
+                enum=list(INCIDENT_STATUSES),
             ),
             OpenApiParameter(
                 "pipeline", OpenApiTypes.STR, OpenApiParameter.QUERY, description="A pipeline slug."

@@ -29,7 +29,7 @@ from apps.alerts.services.rules import (
     alert_rule_update,
 )
 from apps.core.api.errors import api_field_names
-from apps.core.api.pagination import DefaultPagination
+from apps.core.api.pagination import DefaultPagination, paginated_response
 from apps.core.api.views import ApiView
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team, stages_for_pipeline
@@ -123,10 +123,13 @@ class AlertRuleListApi(ApiView):
     )
     def get(self, request: Request) -> Response:
         rules = rules_for_team(team=team_for_request(request)).prefetch_related("pipeline__stages")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rules, request, view=self)
-        items = [rule_item(rule) for rule in page or []]
-        return paginator.get_paginated_response(AlertRuleOutput(items, many=True).data)
+        return paginated_response(
+            request=request,
+            view=self,
+            queryset=rules,
+            serializer_class=AlertRuleOutput,
+            rows=lambda page: [rule_item(rule) for rule in page],
+        )
 
 
 class AlertRuleCreateApi(ApiView):

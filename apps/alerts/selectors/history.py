@@ -1,6 +1,6 @@
 """Reads for the alert pages and API: channels with their last result, rules, incidents."""
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.alerts.models import (
     AlertRule,
@@ -9,8 +9,12 @@ from apps.alerts.models import (
     DeliveryAttempt,
     Incident,
     Notification,
+    NotificationStatus,
 )
 from apps.teams.models import Team
+
+# The history's filter: incidents still firing, or those resolved.
+INCIDENT_STATUSES = ("firing", "resolved")
 
 
 def channels_for_team(*, team: Team) -> QuerySet[Channel]:
@@ -61,4 +65,19 @@ def incident_notifications(*, incident: Incident) -> list[Notification]:
             Prefetch("delivery_attempts", queryset=DeliveryAttempt.objects.order_by("number"))
         )
         .order_by("created_at", "id")
+    )
+
+
+def _count(status: str) -> Count:
+    return Count("notifications", filter=Q(notifications__status=status))
+
+
+def with_delivery_counts(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
+    """Each incident with its notifications counted, in all and by state."""
+    return incidents.annotate(
+        notification_count=Count("notifications"),
+        delivered_count=_count(NotificationStatus.DELIVERED),
+        pending_count=_count(NotificationStatus.PENDING),
+        failed_count=_count(NotificationStatus.FAILED),
+        cancelled_count=_count(NotificationStatus.CANCELLED),
     )

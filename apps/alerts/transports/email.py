@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.urls import reverse
 
 from apps.alerts.formats import text
 from apps.alerts.models import Channel, ChannelRecipient, Notification
@@ -226,7 +227,7 @@ def unsubscribe_headers(links: dict[str, str]) -> dict[str, str]:
 
 
 def channels_page_url(channel: Channel) -> str:
-    return f"{settings.SITE_URL}/teams/{channel.team.slug}/alerts/channels/"
+    return settings.SITE_URL + reverse("alerts:channels", kwargs={"team_slug": channel.team.slug})
 
 
 def channel_disabled_email(*, channel: Channel, recipients: list[str], reason: str) -> None:

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.alerts.access import channel_for_user
 from apps.alerts.forms import CHANNEL_FORMS
+from apps.alerts.labels import ChannelRow, channel_row, channel_rows
 from apps.alerts.models import ChannelKind
 from apps.alerts.selectors.history import channel_last_notification, channels_for_team
 from apps.alerts.services.channels import (
@@ -24,7 +25,6 @@ from apps.alerts.services.channels import (
     channel_update,
 )
 from apps.alerts.services.notifications import notification_test_send
-from apps.alerts.views.labels import ChannelRow, channel_row, channel_rows
 from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.teams.access import membership_for_user, membership_for_writer

@@ -4,21 +4,23 @@ from dataclasses import dataclass
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.http import HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.alerts.access import incident_for_user
-from apps.alerts.models import Incident, NotificationStatus
+from apps.alerts.labels import incident_scope_words
+from apps.alerts.models import Incident
 from apps.alerts.selectors.history import (
+    INCIDENT_STATUSES,
     channels_for_team,
     incident_notifications,
     incidents_for_team,
     rules_for_team,
+    with_delivery_counts,
 )
 from apps.alerts.services.payloads import incident_summary
-from apps.alerts.views.labels import incident_scope_words
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.pipelines.selectors import pipelines_for_team
 from apps.teams.access import membership_for_user
@@ -27,28 +29,12 @@ from apps.teams.current_team import current_team_remember
 INCIDENTS = "alerts/incidents.html"
 INCIDENT = "alerts/incident.html"
 PAGE_SIZE = 50
-STATUSES = ("firing", "resolved")
 
 
 @dataclass(frozen=True)
 class IncidentRow:
     incident: Incident
     scope: str
-
-
-def _count(status: str) -> Count:
-    return Count("notifications", filter=Q(notifications__status=status))
-
-
-def with_delivery_counts(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
-    """Each incident with its notifications counted, in all and by state."""
-    return incidents.annotate(
-        notification_count=Count("notifications"),
-        delivered_count=_count(NotificationStatus.DELIVERED),
-        pending_count=_count(NotificationStatus.PENDING),
-        failed_count=_count(NotificationStatus.FAILED),
-        cancelled_count=_count(NotificationStatus.CANCELLED),
-    )
 
 
 def _firing_first(incidents: QuerySet[Incident]) -> QuerySet[Incident]:
@@ -67,7 +53,7 @@ def incident_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     membership = membership_for_user(user=request.user, team_slug=team_slug)
     current_team_remember(request, membership.team)
     status = request.GET.get("status", "")
-    status = status if status in STATUSES else ""
+    status = status if status in INCIDENT_STATUSES else ""
     pipeline_slug = request.GET.get("pipeline", "")[:50]
     incidents = incidents_for_team(
         team=membership.team, status=status or None, pipeline_slug=pipeline_slug or None

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.alerts.access import rule_for_user
 from apps.alerts.forms import RuleForm, SilenceForm
+from apps.alerts.labels import StateRow, condition_words, scope_words, state_rows
 from apps.alerts.models import AlertRule
 from apps.alerts.selectors.history import channels_for_team, rules_for_team
 from apps.alerts.services.rules import (
@@ -23,7 +24,6 @@ from apps.alerts.services.rules import (
     alert_rule_unsilence,
     alert_rule_update,
 )
-from apps.alerts.views.labels import StateRow, condition_words, scope_words, state_rows
 from apps.core.forms import add_service_error
 from apps.core.htmx import HtmxHttpRequest
 from apps.pipelines.models import Pipeline

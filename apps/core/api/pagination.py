@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -21,9 +21,12 @@ def paginated_response(
     view: APIView,
     queryset: QuerySet[Any] | Sequence[Any],
     serializer_class: type[BaseSerializer[Any]],
+    rows: Callable[[list[Any]], Sequence[Any]] | None = None,
 ) -> Response:
-    """One page of ``queryset`` as ``{count, next, previous, results}``."""
+    """One page of ``queryset`` as ``{count, next, previous, results}``; ``rows`` turns
+    the page's objects into what the serializer reads, when they are not that already."""
     pagination_class = getattr(view, "pagination_class", None) or DefaultPagination
     paginator = pagination_class()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+    page = list(paginator.paginate_queryset(queryset, request, view=view) or [])
+    items = rows(page) if rows is not None else page
+    return paginator.get_paginated_response(serializer_class(items, many=True).data)

@@ -2,18 +2,16 @@
 
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 from django.core.exceptions import ValidationError
-from django.urls import reverse
 
 from apps.core.percentiles import PERCENTILES
 from apps.dashboards.ranges import WHATIF_WINDOWS
 from apps.dashboards.whatif_charts import distribution_chart, stage_bars
+from apps.dashboards.whatif_urls import CHANGE_PARAMETER, whatif_page_path, whatif_page_url
 from apps.pipelines.models import Pipeline, Stage
-from apps.whatif.changes import MAX_CHANGES, Change, change_from_text
+from apps.whatif.changes import MAX_CHANGES, Change, change_from_text, change_texts
 from apps.whatif.models import WhatIfRun
-from apps.whatif.urls_query import CHANGE_PARAMETER, whatif_page_url
 
 
 @dataclass
@@ -33,18 +31,11 @@ class PageScenario:
                 *((CHANGE_PARAMETER, change.as_text()) for change in chosen)]  # fmt: skip
 
     def url(self, query: list[tuple[str, str]]) -> str:
-        return f"{page_path(self.pipeline)}?{urlencode(query)}"
+        return whatif_page_url(self.pipeline, extra=query)
 
     @property
     def canonical(self) -> str:
         return self.url(self.query())
-
-
-def page_path(pipeline: Pipeline) -> str:
-    return reverse(
-        "dashboards:whatif",
-        kwargs={"team_slug": pipeline.team.slug, "pipeline_slug": pipeline.slug},
-    )
 
 
 def scenario_from_texts(
@@ -96,7 +87,7 @@ def whatif_page(
         "changes": scenario.changes,
         "change_texts": [change.as_text() for change in scenario.changes],
         "errors": scenario.errors,
-        "base_url": page_path(pipeline),
+        "base_url": whatif_page_path(pipeline),
         "page_url": scenario.canonical,
         "replay": replay,
         "levers": levers,
@@ -134,7 +125,7 @@ def whatif_page(
         current = [change.as_data() for change in scenario.changes]
 
         def tried(changes: list[dict[str, Any]]) -> str:
-            return whatif_page_url(pipeline=pipeline, changes=[*current, *changes], extra=base)
+            return whatif_page_url(pipeline, change_texts([*current, *changes]), extra=base)
 
         context["lever_result"] = found
         context["lever_rows"] = [

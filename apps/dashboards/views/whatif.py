@@ -17,19 +17,20 @@ from django_htmx.http import push_url
 from apps.core.htmx import HtmxHttpRequest, render_page
 from apps.dashboards.selectors.whatif_page import scenario_from_texts, whatif_page
 from apps.dashboards.whatif_forms import AddChangeForm, SaveScenarioForm, ScenarioForm
+from apps.dashboards.whatif_urls import CHANGE_PARAMETER
 from apps.pipelines.access import pipeline_for_user
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import stages_for_pipeline
 from apps.rollups.selectors import requested_bounds
 from apps.teams.current_team import current_team_remember
 from apps.whatif.access import scenario_for_pipeline, whatif_run_for_user
+from apps.whatif.changes import change_texts
 from apps.whatif.levers import DEFAULT_HIT_RATIO
 from apps.whatif.models import RunKind, WhatIfRun
 from apps.whatif.params import levers_params, replay_params
 from apps.whatif.selectors.runs import scenarios_for_pipeline
 from apps.whatif.selectors.sample import DEFAULT_TRACES
 from apps.whatif.services import WhatIfBusy, scenario_delete, scenario_save, whatif_run_request
-from apps.whatif.urls_query import CHANGE_PARAMETER, change_texts
 
 WHATIF = "dashboards/whatif.html"
 POLL_SECONDS = 1

@@ -46,7 +46,7 @@ class Scope:
 
 
 @dataclass(frozen=True)
-class Window:
+class EvaluationWindow:
     """Buckets starting in [start, end): the evaluation window, whole 10 s buckets."""
 
     start: datetime
@@ -66,9 +66,9 @@ def evaluation_tick(now: datetime) -> datetime:
     return to_datetime(align_down(int(now.timestamp()), EVALUATION_INTERVAL_S))
 
 
-def evaluation_window(*, now: datetime, window_s: int) -> Window:
+def evaluation_window(*, now: datetime, window_s: int) -> EvaluationWindow:
     end = evaluation_tick(now) + timedelta(seconds=BUCKET_S)
-    return Window(start=end - timedelta(seconds=window_s), end=end)
+    return EvaluationWindow(start=end - timedelta(seconds=window_s), end=end)
 
 
 def pipeline_scopes(pipeline: Pipeline, stages: Iterable[Stage]) -> list[Scope]:
@@ -82,7 +82,7 @@ def pipeline_scopes(pipeline: Pipeline, stages: Iterable[Stage]) -> list[Scope]:
 
 
 def window_sketches(
-    *, pipeline_id: int, stage_ids: Iterable[int], window: Window
+    *, pipeline_id: int, stage_ids: Iterable[int], window: EvaluationWindow
 ) -> dict[int, Sketch]:
     """Wall-time sketches by stage id (E2E_STAGE_ID for end to end), merged over the window."""
     # Whole minutes inside the window come from minute buckets (written in the same
@@ -113,7 +113,7 @@ def window_sketches(
     return dict(zip(found, merged, strict=True))
 
 
-def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: Window) -> list[str]:
+def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: EvaluationWindow) -> list[str]:
     """Hex ids of the slowest traces of the window for a scope, slowest first."""
     if scope.stage is None:
         ids = (

@@ -36,8 +36,8 @@ from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
 from apps.rollups.selectors.budget_window import (
+    EvaluationWindow,
     Scope,
-    Window,
     evaluation_tick,
     evaluation_window,
     pipeline_scopes,
@@ -94,7 +94,7 @@ def _evaluate_scope(
     scope: Scope,
     sketch: Sketch | None,
     violation: Violation | None,
-    window: Window,
+    window: EvaluationWindow,
     now: datetime,
     tick: bool,
     changes: _Changes,

@@ -14,10 +14,10 @@ from apps.whatif.access import scenario_for_pipeline
 from apps.whatif.apis.serializers import ScenarioInput, ScenarioOutput
 from apps.whatif.changes import changes_from_data
 from apps.whatif.models import SavedScenario
+from apps.whatif.page_link import scenario_page_url
 from apps.whatif.params import stages_by_slug
 from apps.whatif.selectors.runs import scenarios_for_pipeline
 from apps.whatif.services import scenario_delete, scenario_save
-from apps.whatif.urls_query import whatif_page_url
 
 TAGS = ["what-if"]
 
@@ -31,7 +31,7 @@ def _output(scenario: SavedScenario, pipeline: Pipeline) -> dict[str, object]:
             "created_by": scenario.created_by,
             "created_at": scenario.created_at,
             "updated_at": scenario.updated_at,
-            "url": whatif_page_url(pipeline=pipeline, scenario=scenario),
+            "url": scenario_page_url(pipeline=pipeline, scenario=scenario),
         }
     ).data
 
