@@ -7,7 +7,7 @@ class AnalysisConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.analysis.models import StageSample
-        from apps.analysis.services.finalize import traces_release
+        from apps.analysis.services.trace_analysis import traces_release
         from apps.core.models import QuarantineKind
         from apps.core.partitions import partitioned_table_register
         from apps.core.quarantine import quarantine_releaser_register

@@ -19,7 +19,7 @@ connect the workers to PostgreSQL directly, or in session mode.
 """
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TypeVar
 
 from django.conf import settings
@@ -159,22 +159,3 @@ def suspect_run(
     result = claimed_run(claim, lambda isolate: run(claim, isolate))
     strikes_clear(kind=kind, item_ids=[item_id])
     return result
-
-
-def within_budget(
-    candidates: Iterable[tuple[int, int, int]], *, max_spans: int, max_bytes: int
-) -> list[int]:
-    """The first items (id, spans, bytes) that together stay within one pass's budget.
-
-    The first item is always taken, so an item larger than the budget is worked on
-    alone rather than never.
-    """
-    ids: list[int] = []
-    spans = size = 0
-    for item_id, span_count, byte_count in candidates:
-        spans += span_count
-        size += byte_count
-        if ids and (spans > max_spans or size > max_bytes):
-            break
-        ids.append(item_id)
-    return ids

@@ -188,17 +188,17 @@ class Crash(OperationalError):
 @pytest.fixture
 def crash_on_batch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make the third batch raise once its samples are written, before it commits."""
-    original = recompute_service.traces_analyse
+    original = recompute_service.RecomputeBatch.write
     calls: list[int] = []
 
-    def crashing(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        calls.append(result.traces)
+    def crashing(self: Any, group: Any) -> Any:
+        written = original(self, group)
+        calls.append(len(written))
         if len(calls) == 3:
             raise Crash("server closed the connection unexpectedly")
-        return result
+        return written
 
-    monkeypatch.setattr(recompute_service, "traces_analyse", crashing)
+    monkeypatch.setattr(recompute_service.RecomputeBatch, "write", crashing)
     return calls
 
 

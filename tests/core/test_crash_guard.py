@@ -50,7 +50,7 @@ def test_a_drain_that_raises_leaves_no_claim_and_no_strike(
     def refuse(*args: object, **kwargs: object) -> None:
         raise OperationalError("the database went away")
 
-    monkeypatch.setattr(batches, "_drain_pass", refuse)
+    monkeypatch.setattr(batches.RawBatchDrain, "begin", refuse)
     with pytest.raises(OperationalError):
         raw_batches_drain()
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -31,7 +32,8 @@ from apps.alerts.models import (
 from apps.alerts.selectors.observations import Observation, closing_facts, rule_observations
 from apps.alerts.services.incidents import incident_follow, incident_open, incident_resolve
 from apps.alerts.services.notifications import notifications_write
-from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
+from apps.core.isolated_pass import item_alone
+from apps.core.isolation import failure_reason, pass_statement_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -222,13 +224,13 @@ def alerts_evaluate(
         rules = rules.filter(pipeline_id__in=list(pipeline_ids))
     result = AlertsResult()
     for rule_id, team_id in rules.order_by("pk").values_list("pk", "team_id"):
-        try:
-            result.add(alert_rule_evaluate(rule_id=rule_id, now=now))
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            logger.warning(
-                "alert rule %s of team %s not evaluated: %s", rule_id, team_id, failure_reason(exc)
-            )
-            result.failed += 1
+        evaluate = partial(alert_rule_evaluate, rule_id=rule_id, now=now)
+        result.add(item_alone(evaluate, on_failure=partial(_not_evaluated, rule_id, team_id)))
     return result
+
+
+def _not_evaluated(rule_id: int, team_id: int, exc: BaseException) -> AlertsResult:
+    logger.warning(
+        "alert rule %s of team %s not evaluated: %s", rule_id, team_id, failure_reason(exc)
+    )
+    return AlertsResult(failed=1)

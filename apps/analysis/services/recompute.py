@@ -3,7 +3,7 @@
 Rules apply to traces as they are analysed. After a change, the figures of the traces
 analysed before it stay as the earlier rules made them, until a writer asks for the
 last hours to be recomputed. A worker then reads the window's stored spans again and
-runs them through the same analysis as finalization (``finalize.traces_analyse``):
+runs them through the same analysis as finalization (``trace_analysis``):
 stage samples replaced, never added to; the rollup buckets they count in marked dirty,
 which the rollup passes rebuild.
 
@@ -23,11 +23,12 @@ are worked on one by one, and one that keeps killing workers is quarantined.
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from itertools import takewhile
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -42,19 +43,10 @@ from apps.analysis.models import (
     Recompute,
     RecomputeStatus,
 )
-from apps.analysis.services.finalize import FinalizeResult, trace_quarantine, traces_analyse
+from apps.analysis.services.trace_analysis import Analyzed, TraceAnalysis, analysis_result
 from apps.analysis.spans import Span
-from apps.analysis.stored_spans import spans_of_traces
-from apps.core.crash_guard import (
-    WorkerDied,
-    claim_close,
-    claim_open,
-    claimed_run,
-    crash_strikes,
-    suspect_run,
-    within_budget,
-)
-from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
+from apps.core.isolated_pass import Candidate, PassOutcome, pass_run
+from apps.core.isolation import failure_reason, is_transient
 from apps.core.models import PassKind
 from apps.core.session_lock import RECOMPUTE_LOCKS, session_lock
 from apps.core.time import datetime_to_ns
@@ -280,37 +272,58 @@ def _rollups_behind(run: Recompute) -> bool:
     return pending[: MAX_PENDING_BUCKETS + 1].count() > MAX_PENDING_BUCKETS
 
 
-# (trace id, trace start ns, span count, byte count)
-Candidate = tuple[int, int, int, int]
+class RecomputeBatch(TraceAnalysis):
+    """The next traces of the run's window, in its order, analysed again; the run's
+    position and counts move past them in the same transaction."""
+
+    kind = KIND
+    in_order = True
+
+    def __init__(self, run: Recompute, *, now: datetime) -> None:
+        super().__init__(now=now)
+        self.run = run
+        self.starts: dict[int, int] = {}
+
+    def waiting(self) -> QuerySet[Trace]:
+        return _remaining(self.run)
+
+    def candidates(self, due: QuerySet[Any]) -> Iterable[Candidate]:
+        rows = due.values_list("pk", "start_ns", "span_count", "byte_count")[:BATCH_TRACES]
+        # Every trace of the window has a start: it is selected by it.
+        self.starts = {pk: start or 0 for pk, start, _, _ in rows}
+        return [(pk, spans, size) for pk, _, spans, size in rows]
+
+    def begin(self, items: list[Trace]) -> list[Trace]:
+        # Still the pipeline's and analysed: new spans since make a trace open again, and
+        # finalization analyses it with the rules of now anyway. One whose spans expired
+        # since is left as it is.
+        super().begin(items)
+        return [t for t in items if _root_stored(t, self.spans.get(t.pk, []))]
+
+    def finish(self, outcome: PassOutcome[Trace, Sequence[Analyzed]]) -> None:
+        # F() updates, read back once committed: a batch rolled back and redone item by
+        # item must not count twice.
+        last = outcome.claimed[-1]
+        Recompute.objects.filter(pk=self.run.pk).update(
+            cursor_start_ns=self.starts[last],
+            cursor_trace_pk=last,
+            done=F("done") + analysis_result(outcome).traces,
+            failed=F("failed") + len(outcome.quarantined),
+            skipped=F("skipped") + len(outcome.claimed) - outcome.locked,
+            expired=F("expired") + outcome.locked - outcome.worked,
+            progressed_at=timezone.now(),
+        )
 
 
 def _batch(run: Recompute) -> int | None:
-    """Analyse the next batch of the window again; the traces analysed, None when done."""
-    strikes = crash_strikes(kind=KIND)
-    rows = _remaining(run).values_list("pk", "start_ns", "span_count", "byte_count")
-    # Every trace of the window has a start: it is selected by it.
-    candidates = [(pk, start or 0, spans, size) for pk, start, spans, size in rows[:BATCH_TRACES]]
-    if not candidates:
+    """Analyse the next batch of the window again; the traces analysed, None when done.
+
+    A batch holding a trace died with its worker: it goes alone, or is set aside.
+    """
+    outcome = pass_run(RecomputeBatch(run, now=timezone.now()))
+    if not outcome.claimed:
         return None
-    first = candidates[0]
-    if first[0] in strikes:
-        # A batch holding it died with its worker: it goes alone, or is set aside.
-        return suspect_run(
-            kind=KIND,
-            item_id=first[0],
-            strikes=strikes[first[0]],
-            quarantine=lambda reason: _set_aside(run, first, reason),
-            run=lambda claim, isolate: _batch_write(run, [first], claim, isolate=isolate),
-        )
-    clean = list(takewhile(lambda candidate: candidate[0] not in strikes, candidates))
-    ids = within_budget(
-        ((pk, spans, size) for pk, _, spans, size in clean),
-        max_spans=settings.ANALYSIS_PASS_MAX_SPANS,
-        max_bytes=settings.ANALYSIS_PASS_MAX_BYTES,
-    )
-    chosen = clean[: len(ids)]
-    claim = claim_open(kind=KIND, item_ids=ids)
-    return claimed_run(claim, lambda isolate: _batch_write(run, chosen, claim, isolate=isolate))
+    return analysis_result(outcome).traces
 
 
 def _root_stored(trace: Trace, spans: list[Span]) -> bool:
@@ -321,64 +334,6 @@ def _root_stored(trace: Trace, spans: list[Span]) -> bool:
         return True
     root = bytes(trace.root_span_id).hex()
     return any(span.span_id == root for span in spans)
-
-
-def _batch_write(run: Recompute, chosen: list[Candidate], claim: int, *, isolate: bool) -> int:
-    """Analyse ``chosen`` again and move the run past them, in one transaction."""
-    with transaction.atomic():
-        pass_statement_timeout()
-        # Still the pipeline's and analysed: new spans since make a trace open again, and
-        # finalization analyses it with the rules of now anyway.
-        locked = Trace.objects.filter(
-            pk__in=[pk for pk, *_ in chosen], pipeline_id=run.pipeline_id, state__in=ANALYZED_STATES
-        )
-        traces = list(locked.order_by("start_ns", "pk").select_for_update(skip_locked=True))
-        claim_close(claim)  # commits with the batch, or not at all
-        spans = spans_of_traces(traces) if traces else {}
-        stored = [t for t in traces if _root_stored(t, spans.get(t.pk, []))]
-        result = (
-            traces_analyse(stored, spans, now=timezone.now(), isolate=isolate)
-            if stored
-            else FinalizeResult()
-        )
-        _advance(
-            run,
-            chosen[-1],
-            done=result.traces,
-            failed=result.quarantined,
-            skipped=len(chosen) - len(traces),
-            expired=len(traces) - len(stored),
-        )
-    return result.traces
-
-
-def _advance(
-    run: Recompute, last: Candidate, *, done: int, failed: int, skipped: int, expired: int
-) -> None:
-    # F() updates, read back once committed: a batch rolled back and redone item by item
-    # must not count twice.
-    Recompute.objects.filter(pk=run.pk).update(
-        cursor_start_ns=last[1],
-        cursor_trace_pk=last[0],
-        done=F("done") + done,
-        failed=F("failed") + failed,
-        skipped=F("skipped") + skipped,
-        expired=F("expired") + expired,
-        progressed_at=timezone.now(),
-    )
-
-
-def _set_aside(run: Recompute, candidate: Candidate, reason: WorkerDied) -> int:
-    """Quarantine a trace whose batches keep killing their worker, and go past it."""
-    trace = (
-        Trace.objects.filter(pk=candidate[0], state__in=ANALYZED_STATES)
-        .select_for_update(skip_locked=True)
-        .first()
-    )
-    if trace is not None:
-        trace_quarantine(trace, reason)
-    _advance(run, candidate, done=0, failed=int(trace is not None), skipped=0, expired=0)
-    return 0
 
 
 def recomputes_expire(*, now: datetime | None = None) -> int:

@@ -1,35 +1,21 @@
 """Raw batches: committed by the request path, drained into spans by the ingest queue."""
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Sum
+from django.db import connection
+from django.db.models import QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.core.binary_sql import server_bound_cursor
-from apps.core.crash_guard import (
-    WorkerDied,
-    claim_close,
-    claim_open,
-    claimed_ids,
-    claimed_run,
-    crash_strikes,
-    strikes_clear,
-    suspect_run,
-    within_budget,
-)
-from apps.core.isolation import (
-    failure_reason,
-    items_run,
-    pass_statement_timeout,
-)
+from apps.core.isolated_pass import Candidate, IsolatedPass, pass_run
+from apps.core.isolation import failure_reason
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
-from apps.core.transactions import commit_without_waiting
 from apps.ingest.decoding.errors import DecodeError
 from apps.ingest.decoding.native_json import decode_native_json
 from apps.ingest.decoding.otlp_json import decode_otlp_json
@@ -147,6 +133,56 @@ def _decode(batch: RawBatch) -> DecodeResult:
     return decoder(bytes(batch.body))
 
 
+# A batch ready to store: its spans as COPY rows.
+Ready = tuple[RawBatch, bytes]
+
+
+class RawBatchDrain(IsolatedPass[RawBatch, Ready, tuple[Sequence[Ready], WriteResult]]):
+    """The oldest pending batches, up to the spans and bytes one drain may load.
+
+    The bodies' sizes come from their headers (octet_length reads no TOASTed body),
+    so a drain loads at most ``max_bytes`` of them, whatever their spans count says;
+    a batch larger than that is drained alone rather than never.
+    """
+
+    kind = QuarantineKind.RAW_BATCH
+
+    def __init__(self, *, max_spans: int, max_bytes: int) -> None:
+        self.max_spans = max_spans
+        self.max_bytes = max_bytes
+
+    def waiting(self) -> QuerySet[RawBatch]:
+        return RawBatch.objects.filter(last_error="").order_by("id").defer("body")
+
+    def candidates(self, due: QuerySet[Any]) -> Iterable[Candidate]:
+        sized = due.annotate(size=RawSQL("octet_length(body)", ()))
+        return sized.values_list("id", "span_count", "size")[: self.max_items]
+
+    def begin(self, items: list[RawBatch]) -> list[RawBatch]:
+        bodies = _bodies([b.pk for b in items])
+        for batch in items:
+            batch.body = bodies[batch.pk]
+        return items
+
+    def work(self, item: RawBatch) -> Ready:
+        if item.encoding == Encoding.SPAN_ROWS:
+            return item, bytes(item.body)
+        # Accepted bodies were decoded once already; one that fails now is kept out of
+        # the way with its error rather than blocking the queue.
+        return item, span_rows(item.team_id, _decode(item).spans)
+
+    def write(self, group: Sequence[Ready]) -> tuple[Sequence[Ready], WriteResult]:
+        written = span_rows_store([payload for _, payload in group])
+        RawBatch.objects.filter(pk__in=[batch.pk for batch, _ in group]).delete()
+        return group, written
+
+    def item_of(self, done: Ready) -> RawBatch:
+        return done[0]
+
+    def quarantine(self, item: RawBatch, reason: BaseException) -> None:
+        _batch_quarantine(item, reason)
+
+
 def raw_batches_drain(*, max_spans: int | None = None, max_bytes: int | None = None) -> DrainResult:
     """Store the spans of the oldest pending batches, coalesced into one write.
 
@@ -157,105 +193,24 @@ def raw_batches_drain(*, max_spans: int | None = None, max_bytes: int | None = N
     A batch that cannot be decoded or stored is quarantined (kept with its error,
     out of later drains) and the others are stored without it. A batch that was in
     a drain whose worker died is drained alone, and quarantined once its drains have
-    died ``PASS_CRASH_STRIKES`` times (see ``apps.core.crash_guard``).
+    died ``PASS_CRASH_STRIKES`` times (see ``apps.core.isolated_pass``).
     """
-    spans = max_spans or settings.INGEST_DRAIN_MAX_SPANS
-    size = max_bytes or settings.INGEST_DRAIN_MAX_BYTES
-    suspects = crash_strikes(kind=QuarantineKind.RAW_BATCH)
-    if suspects:
-        return _suspect_drain(suspects)
-    with transaction.atomic():
-        ids = _pending_within_budget(spans, size)
-        claim = claim_open(kind=QuarantineKind.RAW_BATCH, item_ids=ids) if ids else None
-    if claim is None:
-        return DrainResult()
-    return claimed_run(claim, lambda isolate: _drain_pass(ids, claim, isolate=isolate))
-
-
-def _pending_within_budget(max_spans: int, max_bytes: int) -> list[int]:
-    """The oldest pending batches, up to the spans and bytes one drain may load.
-
-    The bodies' sizes come from their headers (octet_length reads no TOASTed body),
-    so a drain loads at most max_bytes of them, whatever their spans count says; a
-    batch larger than that is drained alone rather than never.
-    """
-    pending = RawBatch.objects.filter(last_error="").order_by("id")
-    pending = pending.exclude(pk__in=claimed_ids(kind=QuarantineKind.RAW_BATCH))
-    pending = pending.select_for_update(skip_locked=True)
-    rows = pending.annotate(size=RawSQL("octet_length(body)", ())).values_list(
-        "id", "span_count", "size"
+    drain = RawBatchDrain(
+        max_spans=max_spans or settings.INGEST_DRAIN_MAX_SPANS,
+        max_bytes=max_bytes or settings.INGEST_DRAIN_MAX_BYTES,
     )
-    return within_budget(rows[:500], max_spans=max_spans, max_bytes=max_bytes)
-
-
-def _suspect_drain(suspects: dict[int, int]) -> DrainResult:
-    """One batch that was in a drain that died: quarantined, or drained on its own."""
-    pending = RawBatch.objects.filter(pk__in=list(suspects), last_error="").defer("body")
-    batch = pending.order_by("id").first()
-    gone = [pk for pk in suspects if batch is None or pk < batch.pk]
-    if gone:  # stored by another drain, or set aside already
-        strikes_clear(kind=QuarantineKind.RAW_BATCH, item_ids=gone)
-    if batch is None:
-        return DrainResult(suspects_cleared=len(gone))
-
-    def quarantine(reason: WorkerDied) -> DrainResult:
-        _batch_quarantine(batch, reason)
-        return DrainResult(failed_batches=1)
-
-    return suspect_run(
-        kind=QuarantineKind.RAW_BATCH,
-        item_id=batch.pk,
-        strikes=suspects[batch.pk],
-        quarantine=quarantine,
-        run=lambda claim, isolate: _drain_pass([batch.pk], claim, isolate=isolate),
+    outcome = pass_run(drain)
+    result = DrainResult(
+        failed_batches=len(outcome.quarantined),
+        spans_received=sum(batch.span_count for batch in outcome.quarantined),
+        suspects_cleared=outcome.suspects_cleared,
     )
-
-
-def _drain_pass(ids: list[int], claim: int, *, isolate: bool) -> DrainResult:
-    result = DrainResult()
-    with transaction.atomic():
-        commit_without_waiting()  # a lost commit leaves its batches pending: redone
-        pass_statement_timeout()
-        pending = RawBatch.objects.filter(pk__in=ids, last_error="").order_by("id")
-        batches = list(pending.select_for_update(skip_locked=True).defer("body"))
-        claim_close(claim)  # commits with the batches' spans, or not at all
-        if not batches:
-            return result
-        result.spans_received = sum(batch.span_count for batch in batches)
-        bodies = _bodies([b.pk for b in batches])
-        ready: list[tuple[RawBatch, bytes]] = []
-        for batch in batches:
-            batch.body = bodies[batch.pk]
-            if batch.encoding == Encoding.SPAN_ROWS:
-                ready.append((batch, bytes(batch.body)))
-                continue
-            try:
-                decoded = _decode(batch)
-            except DecodeError as exc:
-                # Accepted bodies were decoded once already; one that fails now is kept
-                # out of the way with its error rather than blocking the queue.
-                _batch_quarantine(batch, exc)
-                result.failed_batches += 1
-                continue
-            ready.append((batch, span_rows(batch.team_id, decoded.spans)))
-
-        def failed(item: tuple[RawBatch, object], exc: BaseException) -> None:
-            _batch_quarantine(item[0], exc)
-            result.failed_batches += 1
-
-        stored = items_run(ready, _batches_store, isolate=isolate, on_failure=failed)
-        for group, written in stored:
-            result.spans_new += written.spans_new
-            result.traces_touched += written.traces_touched
-            RawBatch.objects.filter(pk__in=[batch.pk for batch, _ in group]).delete()
-            result.batches += len(group)
+    for group, written in outcome.written:
+        result.batches += len(group)
+        result.spans_received += sum(batch.span_count for batch, _ in group)
+        result.spans_new += written.spans_new
+        result.traces_touched += written.traces_touched
     return result
-
-
-def _batches_store(
-    group: Sequence[tuple[RawBatch, bytes]],
-) -> tuple[Sequence[tuple[RawBatch, bytes]], WriteResult]:
-    return group, span_rows_store([payload for _, payload in group])
 
 
 def _batch_quarantine(batch: RawBatch, exc: BaseException) -> None:

@@ -27,22 +27,17 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from typing import Any
 
-from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.analysis.models import DirtyBucket
-from apps.core.isolation import (
-    failure_reason,
-    items_run,
-    pass_statement_timeout,
-    pass_with_fallback,
-)
+from apps.core.isolated_pass import IsolatedPass, PassOutcome, pass_run
+from apps.core.isolation import failure_reason
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.core.time import RESOLUTIONS, align_down, to_datetime, to_seconds
-from apps.core.transactions import commit_without_waiting
 from apps.rollups.models import RollupBucket
 from apps.rollups.services import bucket_compute as rollup_compute
 from apps.rollups.services.bucket_compute import PipelineInfo
@@ -83,25 +78,9 @@ def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> R
     now = now or timezone.now()
     result = RollupResult()
     for resolution in RESOLUTIONS:
-        one = pass_with_fallback(partial(_resolution_pass, resolution, limit=limit, now=now))
-        result.add(one)
+        bucket_pass = ResolutionPass(resolution, limit=limit, now=now)
+        result.add(bucket_pass.result(pass_run(bucket_pass)))
     return result
-
-
-def _resolution_pass(resolution: int, isolate: bool, *, limit: int, now: datetime) -> RollupResult:
-    result = RollupResult()
-    with transaction.atomic():
-        commit_without_waiting()  # a lost commit leaves its dirty rows: redone
-        pass_statement_timeout()
-        _process_resolution(resolution, limit=limit, now=now, result=result, isolate=isolate)
-    return result
-
-
-def _claim(resolution: int, limit: int) -> list[tuple[int, int, datetime]]:
-    dirty = DirtyBucket.objects.filter(resolution=resolution, quarantined_at__isnull=True)
-    dirty = dirty.order_by("bucket_start", "id")
-    dirty = dirty.select_for_update(skip_locked=True)
-    return list(dirty.values_list("id", "pipeline_id", "bucket_start")[:limit])
 
 
 Claimed = tuple[int, int, datetime]  # dirty row id, pipeline id, bucket start
@@ -117,53 +96,83 @@ class _Rewritten:
     deleted: int = 0
 
 
-def _process_resolution(
-    resolution: int, *, limit: int, now: datetime, result: RollupResult, isolate: bool
-) -> None:
-    claimed = _claim(resolution, limit)
-    if not claimed:
-        return
-    result.claimed[resolution] = len(claimed)
-    pipelines = rollup_compute.pipelines_info({pipeline_id for _, pipeline_id, _ in claimed})
+class ResolutionPass(IsolatedPass[Claimed, Claimed, _Rewritten]):
+    """The dirty buckets of one resolution, the oldest first, rewritten whole.
 
-    def rewrite(rows: Sequence[Claimed]) -> _Rewritten:
+    Without a crash guard: a bucket's work is bounded SQL over bounded rows, and the
+    claim's own transaction would cost every pass of every resolution.
+    """
+
+    kind = QuarantineKind.ROLLUP_BUCKET
+    crash_guard = False
+
+    def __init__(self, resolution: int, *, limit: int, now: datetime) -> None:
+        self.resolution = resolution
+        self.max_items = limit
+        self.now = now
+
+    def waiting(self) -> QuerySet[Any]:
+        dirty = DirtyBucket.objects.filter(resolution=self.resolution, quarantined_at__isnull=True)
+        return dirty.order_by("bucket_start", "id").values_list("id", "pipeline_id", "bucket_start")
+
+    def begin(self, items: list[Claimed]) -> list[Claimed]:
+        self.pipelines = rollup_compute.pipelines_info({pipeline_id for _, pipeline_id, _ in items})
+        return items
+
+    def work(self, item: Claimed) -> Claimed:
+        return item  # the rewrite is SQL, done for the group at once
+
+    def write(self, group: Sequence[Claimed]) -> _Rewritten:
         starts: dict[int, set[int]] = defaultdict(set)
-        for _, pipeline_id, start in rows:
+        for _, pipeline_id, start in group:
             starts[pipeline_id].add(to_seconds(start))
-        done = _Rewritten(rows=list(rows), starts={})
+        done = _Rewritten(rows=list(group), starts={})
         for pipeline_id in sorted(starts):
             done.starts[pipeline_id] = _rewrite(
-                pipeline_id, pipelines.get(pipeline_id), resolution, sorted(starts[pipeline_id]),
-                now=now, done=done,
+                pipeline_id, self.pipelines.get(pipeline_id), self.resolution,
+                sorted(starts[pipeline_id]), now=self.now, done=done,
             )  # fmt: skip
         return done
 
-    def failed(row: Claimed, exc: BaseException) -> None:
-        dirty_id, pipeline_id, _ = row
-        reason = failure_reason(exc)
-        logger.warning("rollup bucket %s quarantined: %s", row, reason)
-        DirtyBucket.objects.filter(pk=dirty_id).update(quarantined_at=now)
-        info = pipelines.get(pipeline_id)
+    def item_of(self, done: Claimed) -> Claimed:
+        return done
+
+    def quarantine(self, item: Claimed, reason: BaseException) -> None:
+        dirty_id, pipeline_id, _ = item
+        why = failure_reason(reason)
+        logger.warning("rollup bucket %s quarantined: %s", item, why)
+        DirtyBucket.objects.filter(pk=dirty_id).update(quarantined_at=self.now)
+        info = self.pipelines.get(pipeline_id)
         quarantine_record(
             kind=QuarantineKind.ROLLUP_BUCKET,
             item_id=dirty_id,
             team_id=info.team_id if info else None,
-            reason=reason,
+            reason=why,
         )
 
-    parents: set[tuple[int, int]] = set()
-    for done in items_run(claimed, rewrite, isolate=isolate, on_failure=failed):
-        result.rows_written += done.written
-        result.rows_deleted += done.deleted
-        for pipeline_id, rewritten in done.starts.items():
-            if rewritten:
-                result.pipelines.setdefault(resolution, set()).add(pipeline_id)
-            if resolution in PARENT:
-                parent = PARENT[resolution]
-                parents |= {(pipeline_id, align_down(start, parent)) for start in rewritten}
-        DirtyBucket.objects.filter(pk__in=[row[0] for row in done.rows]).delete()
-    if parents:
-        _mark(parents, PARENT[resolution])
+    def finish(self, outcome: PassOutcome[Claimed, _Rewritten]) -> None:
+        """The claimed rows go, and the parents of the rewritten buckets are marked."""
+        parents: set[tuple[int, int]] = set()
+        parent = PARENT.get(self.resolution)
+        for done in outcome.written:
+            DirtyBucket.objects.filter(pk__in=[row[0] for row in done.rows]).delete()
+            if parent is not None:
+                for pipeline_id, rewritten in done.starts.items():
+                    parents |= {(pipeline_id, align_down(start, parent)) for start in rewritten}
+        if parents and parent is not None:
+            _mark(parents, parent)
+
+    def result(self, outcome: PassOutcome[Claimed, _Rewritten]) -> RollupResult:
+        result = RollupResult()
+        if outcome.locked:
+            result.claimed[self.resolution] = outcome.locked
+        for done in outcome.written:
+            result.rows_written += done.written
+            result.rows_deleted += done.deleted
+            for pipeline_id, rewritten in done.starts.items():
+                if rewritten:
+                    result.pipelines.setdefault(self.resolution, set()).add(pipeline_id)
+        return result
 
 
 def _rewrite(

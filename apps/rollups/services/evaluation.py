@@ -29,7 +29,8 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from apps.core.isolation import failure_reason, is_transient, pass_statement_timeout
+from apps.core.isolated_pass import item_alone
+from apps.core.isolation import failure_reason, pass_statement_timeout
 from apps.core.models import QuarantineKind
 from apps.core.percentiles import QUANTILES
 from apps.core.quarantine import quarantine_record
@@ -241,11 +242,8 @@ def pipeline_budgets_evaluate(
 
 def _isolated(pipeline: Pipeline, evaluate: Callable[[], EvaluationResult]) -> EvaluationResult:
     """One pipeline's evaluation; a failure quarantines it instead of ending the pass."""
-    try:
-        return evaluate()
-    except Exception as exc:
-        if is_transient(exc):
-            raise
+
+    def quarantine(exc: BaseException) -> EvaluationResult:
         reason = failure_reason(exc)
         logger.warning("evaluation of pipeline %s quarantined: %s", pipeline.pk, reason)
         BudgetEvaluation.objects.filter(pipeline=pipeline).update(quarantined_at=timezone.now())
@@ -256,6 +254,8 @@ def _isolated(pipeline: Pipeline, evaluate: Callable[[], EvaluationResult]) -> E
             reason=reason,
         )
         return EvaluationResult(quarantined=1)
+
+    return item_alone(evaluate, on_failure=quarantine)
 
 
 def _evaluated(pipelines: QuerySet[Pipeline]) -> QuerySet[Pipeline]:
