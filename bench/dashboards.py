@@ -256,7 +256,7 @@ def _fleet(owner: "User", member: "User", now: int) -> int:
                 CROSS JOIN generate_series(%(first)s::bigint, %(last)s::bigint, %(resolution)s) s
                 JOIN bench_pool p ON p.pipeline_id = t.pipeline_id AND p.series = t.series
                     AND p.variant = (s / %(resolution)s + t.series) %% %(variants)s
-                """,  # noqa: S608 - the table is the model's, the values are parameters
+                """,
                 {"team": team.pk, "resolution": resolution, "first": last - horizon + resolution,
                  "last": last, "variants": FLEET_VARIANTS},
             )  # fmt: skip

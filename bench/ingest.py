@@ -301,10 +301,12 @@ def _end_to_end(
     json: bool = False,
     rate: float,
 ) -> dict:
-    from apps.ingest.models import ANALYZED_STATES, Span, Trace, TraceState
+    from apps.analysis.models import StageSample
+    from apps.ingest.models import ANALYZED_STATES, RawBatch, Span, Trace, TraceState
 
+    tables = ", ".join(model._meta.db_table for model in (Span, Trace, RawBatch, StageSample))
     with connection.cursor() as cursor:  # each phase starts empty
-        cursor.execute("TRUNCATE ingest_span, ingest_trace, ingest_rawbatch, rollups_stagesample")
+        cursor.execute(f"TRUNCATE {tables}")
     content_type = "application/json" if json else "application/x-protobuf"
     encode = to_otlp_json if json else to_protobuf
     worker_env = _env({})

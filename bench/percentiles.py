@@ -47,17 +47,20 @@ SPAN_DAYS = 7
 def _store_spans(team_id: int, now: int) -> int:
     """Spans of 8-span traces spread over the last days, written by PostgreSQL itself."""
     from apps.core.partitions import partitions_ensure
+    from apps.ingest.models import Span
+
+    table = Span._meta.db_table
 
     if SPANS <= 0:
         return 0
     today = to_datetime(now).date()
-    partitions_ensure("ingest_span", first=today - timedelta(days=SPAN_DAYS), last=today)
+    partitions_ensure(table, first=today - timedelta(days=SPAN_DAYS), last=today)
     first_ns = (now - SPAN_DAYS * S_PER_DAY) * NS_PER_S
     step_ns = SPAN_DAYS * NS_PER_DAY // SPANS
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            INSERT INTO ingest_span (trace_pk, span_id, start_ns, team_id, trace_id,
+            f"""
+            INSERT INTO {table} (trace_pk, span_id, start_ns, team_id, trace_id,
                 parent_span_id, name, service, kind, end_ns, status, status_message,
                 scope_name, attributes, events, received_at)
             SELECT g / 8, int8send(g), %(first)s + g * %(step)s, %(team)s,
@@ -72,7 +75,7 @@ def _store_spans(team_id: int, now: int) -> int:
             """,
             {"first": first_ns, "step": step_ns, "team": team_id, "count": SPANS},
         )
-        cursor.execute("ANALYZE ingest_span")
+        cursor.execute(f"ANALYZE {table}")
     return SPANS
 
 

@@ -53,8 +53,11 @@ def _write_samples(rows: list[tuple[Any, ...]]) -> None:
         "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns",
         "critical_ns", "span_count", "error",
     )  # fmt: skip
+    from apps.analysis.models import StageSample
+
     with connection.cursor() as cursor:
-        statement = f"COPY analysis_stagesample ({', '.join(columns)}) FROM STDIN"
+        table = StageSample._meta.db_table
+        statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         with cursor.cursor.copy(statement) as copy:
             for row in rows:
                 copy.write_row(row)

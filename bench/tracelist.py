@@ -31,9 +31,15 @@ from django.http import QueryDict
 from django.test import Client
 from django.test.utils import setup_test_environment
 
+from apps.analysis.models import StageSample
 from apps.core.startup import freeze_startup_objects
 from apps.core.time import NS_PER_DAY, NS_PER_MS, NS_PER_S, to_datetime
+from apps.ingest.models import Span, Trace
 from bench.report import print_rows, print_table, summarise, write
+
+TRACE_TABLE = Trace._meta.db_table
+SPAN_TABLE = Span._meta.db_table
+SAMPLE_TABLE = StageSample._meta.db_table
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -169,8 +175,8 @@ CROSS JOIN LATERAL (
 WHERE b.pipe_i < 2 AND NOT b.incomplete
 """
 
-_TRACES = """
-INSERT INTO ingest_trace (id, team_id, trace_id, state, first_seen_at, last_span_at,
+_TRACES = f"""
+INSERT INTO {TRACE_TABLE} (id, team_id, trace_id, state, first_seen_at, last_span_at,
     span_count, spans_dropped, bytes_dropped, byte_count, first_span_start_ns,
     last_span_start_ns, root_span_id, root_name, root_service, start_ns, end_ns,
     pipeline_id, incomplete, error, untracked_critical_ns, finalized_at, revision,
@@ -184,7 +190,7 @@ SELECT b.id, (%(teams)s::bigint[])[b.team_i + 1], decode(md5(b.id::text), 'hex')
     b.start_ns, b.start_ns + b.dur_ns,
     (%(pipelines)s::bigint[])[b.team_i * 3 + b.pipe_i + 1],
     b.incomplete, b.error, b.dur_ns / 20, now(), 1,
-    coalesce(m.marks, '{}')
+    coalesce(m.marks, '{{}}')
     || (%(common)s::bigint[])[(b.team_i * 3 + b.pipe_i) * %(common_n)s + 1
                               : (b.team_i * 3 + b.pipe_i + 1) * %(common_n)s]
     || ARRAY[
@@ -210,8 +216,8 @@ LEFT JOIN (
 ) AS m ON m.id = b.id
 """
 
-_SPANS = """
-INSERT INTO ingest_span (trace_pk, span_id, start_ns, team_id, trace_id, parent_span_id,
+_SPANS = f"""
+INSERT INTO {SPAN_TABLE} (trace_pk, span_id, start_ns, team_id, trace_id, parent_span_id,
     name, service, kind, end_ns, status, status_message, scope_name, attributes, events,
     received_at)
 SELECT t.id, int8send(t.id * 16 + k), t.start_ns + k * (t.end_ns - t.start_ns) / 12,
@@ -234,16 +240,16 @@ SELECT t.id, int8send(t.id * 16 + k), t.start_ns + k * (t.end_ns - t.start_ns) /
         ELSE jsonb_build_object('db.system.name', 'pgvector')
     END,
     '[]'::jsonb, now()
-FROM ingest_trace AS t JOIN bench_trace AS b ON b.id = t.id
+FROM {TRACE_TABLE} AS t JOIN bench_trace AS b ON b.id = t.id
 CROSS JOIN generate_series(0, %(per_trace)s - 1) AS k
 """
 
-_SAMPLES = """
-INSERT INTO analysis_stagesample (trace_pk, stage_id, start_ns, team_id, pipeline_id,
+_SAMPLES = f"""
+INSERT INTO {SAMPLE_TABLE} (trace_pk, stage_id, start_ns, team_id, pipeline_id,
     wall_ns, critical_ns, span_count, error)
 SELECT t.id, (%(stages)s::bigint[])[s.stage_i + 1], t.start_ns, t.team_id, t.pipeline_id,
     s.wall_ns, s.critical_ns, 1, false
-FROM bench_sample AS s JOIN ingest_trace AS t ON t.id = s.id
+FROM bench_sample AS s JOIN {TRACE_TABLE} AS t ON t.id = s.id
 """
 
 
@@ -274,7 +280,7 @@ def _load(now_s: int) -> Loaded:
         pipeline_ids.append(None)
     _, token = api_token_create(user=user, name="bench")
     today = to_datetime(now_s).date()
-    for table in ("ingest_span", "analysis_stagesample"):
+    for table in (SPAN_TABLE, SAMPLE_TABLE):
         partitions_ensure(table, first=today - timedelta(days=DAYS + 1), last=today)
     from apps.analysis.trace_search import MAX_WALL_BUCKET, SHARE_STEPS
 
@@ -306,7 +312,7 @@ def _load(now_s: int) -> Loaded:
         )
         traces = cursor.rowcount
         cursor.execute(
-            "SELECT setval(pg_get_serial_sequence('ingest_trace', 'id'), %s)", [TRACES + 1]
+            "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", [TRACE_TABLE, TRACES + 1]
         )
         print(f"{traces:,} traces written in {time.perf_counter() - started:.0f} s")
         started = time.perf_counter()
@@ -321,7 +327,7 @@ def _load(now_s: int) -> Loaded:
         started = time.perf_counter()
         # What autovacuum does in time: statistics, and the visibility map that lets
         # PostgreSQL answer from an index alone.
-        for table in ("ingest_trace", "analysis_stagesample", "ingest_span"):
+        for table in (TRACE_TABLE, SAMPLE_TABLE, SPAN_TABLE):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
         print(f"vacuumed and analyzed in {time.perf_counter() - started:.0f} s")
     return Loaded(user, token, teams, traces, spans, samples)

@@ -73,7 +73,15 @@ def _secret(value: Any) -> str:
     return text
 
 
-_FIELDS = {"email_to": _addresses, "url": _url, "secret": _secret}
+def _format(value: Any) -> str:
+    if value not in WebhookFormat.values:
+        raise ValidationError(
+            f"Must be one of {', '.join(WebhookFormat.values)}.", code="invalid_choice"
+        )
+    return str(value)
+
+
+_FIELDS = {"email_to": _addresses, "url": _url, "secret": _secret, "format": _format}
 
 
 def channel_clean(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,14 +91,7 @@ def channel_clean(values: Mapping[str, Any]) -> dict[str, Any]:
     errors: dict[str, list[ValidationError]] = {}
     for name, value in values.items():
         try:
-            if name == "format":
-                if value not in WebhookFormat.values:
-                    raise ValidationError(
-                        f"Must be one of {', '.join(WebhookFormat.values)}.", code="invalid_choice"
-                    )
-                cleaned[name] = value
-            else:
-                cleaned[name] = _FIELDS[name](value)
+            cleaned[name] = _FIELDS[name](value)
         except ValidationError as exc:
             errors[name] = exc.error_list
     if errors:

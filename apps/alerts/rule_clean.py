@@ -36,7 +36,12 @@ _CHOICES = {
 
 def subject_message(subject: str, message: str) -> str:
     """``Must be …`` said of a door's own name for the field: ``“renotify” must be …``."""
-    return f"{subject} {message[:1].lower()}{message[1:]}"
+    return f"{subject} {continued(message)}"
+
+
+def continued(message: str) -> str:
+    """A message that starts a sentence, made to continue one: ``a signing secret is …``."""
+    return f"{message[:1].lower()}{message[1:]}"
 
 
 def _whole(value: Any) -> bool:

@@ -13,15 +13,16 @@ from apps.whatif.models import SavedScenario
 
 # (pipeline, the changes in their compact form) -> the page's address
 PageLink = Callable[[Pipeline, Sequence[str]], str]
-_page_link: list[PageLink] = []
+_page_link: PageLink | None = None
 
 
 def whatif_page_link_register(builder: PageLink) -> None:
-    _page_link[:] = [builder]
+    global _page_link
+    _page_link = builder
 
 
 def scenario_page_url(*, pipeline: Pipeline, scenario: SavedScenario) -> str:
     """The what-if page showing ``scenario``."""
-    if not _page_link:
+    if _page_link is None:
         raise RuntimeError("No app has registered the what-if page's address.")
-    return _page_link[0](pipeline, change_texts(scenario.changes))
+    return _page_link(pipeline, change_texts(scenario.changes))

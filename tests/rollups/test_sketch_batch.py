@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.rollups.sketches.codec_batch import decode_many
+from apps.rollups.sketches.codec import decode_many
 from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
 from apps.rollups.sketches.merge_batch import merged_from_bytes, merged_groups
 

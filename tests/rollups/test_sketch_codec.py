@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.rollups.sketches import codec as sketch_codec
+from apps.rollups.sketches.codec import layout as codec_layout
+from apps.rollups.sketches.codec import write as codec_write
 from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
 
 
@@ -48,13 +50,13 @@ def test_round_trip_keeps_every_field(name: str) -> None:
 
 
 def test_dense_buckets_use_the_bitmap_and_scattered_ones_the_gaps() -> None:
-    assert Sketch.from_values(SAMPLES["minute"]).to_bytes()[1] & 1 == sketch_codec.BITMAP
-    assert Sketch.from_values(SAMPLES["scattered"]).to_bytes()[1] & 1 == sketch_codec.GAPS
+    assert Sketch.from_values(SAMPLES["minute"]).to_bytes()[1] & 1 == codec_layout.BITMAP
+    assert Sketch.from_values(SAMPLES["scattered"]).to_bytes()[1] & 1 == codec_layout.GAPS
 
 
 def test_count_width_follows_the_counts() -> None:
     def width(values: np.ndarray) -> int:
-        return sketch_codec.WIDTHS[Sketch.from_values(values).to_bytes()[1] >> 1]
+        return codec_layout.WIDTHS[Sketch.from_values(values).to_bytes()[1] >> 1]
 
     assert width(np.array([1.0, 2.0, 4.0])) == 1
     assert width(np.repeat([1.0, 2.0, 4.0], 200)) == 8
@@ -81,8 +83,8 @@ def test_count_width_follows_the_counts() -> None:
 )
 def test_count_sizes_used_to_pick_the_width_are_the_encoded_sizes(counts: list[int]) -> None:
     array = np.array(counts, dtype=np.int64)
-    encoded = [len(sketch_codec._encode_counts(array, width)) for width in sketch_codec.WIDTHS]
-    assert sketch_codec._counts_sizes(array) == encoded
+    encoded = [len(codec_write._encode_counts(array, width)) for width in codec_layout.WIDTHS]
+    assert codec_write._counts_sizes(array) == encoded
 
 
 def test_a_minute_of_100_lognormal_latencies_takes_about_70_bytes() -> None:
@@ -91,7 +93,7 @@ def test_a_minute_of_100_lognormal_latencies_takes_about_70_bytes() -> None:
 
 
 def test_an_empty_sketch_takes_five_bytes() -> None:
-    assert Sketch().to_bytes() == bytes([sketch_codec.VERSION, 0, 0, 0, 0])
+    assert Sketch().to_bytes() == bytes([codec_layout.VERSION, 0, 0, 0, 0])
 
 
 @pytest.mark.parametrize(

@@ -9,19 +9,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.alerts.access import channel_for_user, team_for_request
+from apps.alerts.apis.fields import StrictInput
 from apps.alerts.apis.serializers import (
     ChannelCreatedOutput,
-    ChannelInput,
     ChannelOutput,
     ChannelSavedOutput,
     ChannelSecretOutput,
-    ChannelUpdateInput,
     NotificationOutput,
     RecipientOutput,
-    RecipientResendInput,
 )
 from apps.alerts.labels import channel_row, channel_rows
-from apps.alerts.models import Channel
+from apps.alerts.models import Channel, ChannelKind, WebhookFormat
 from apps.alerts.selectors.history import channels_for_team
 from apps.alerts.selectors.recipients import channel_recipient_statuses
 from apps.alerts.services.channels import (
@@ -83,7 +81,31 @@ class ChannelListApi(ApiView):
 
 
 class ChannelCreateApi(ApiView):
-    InputSerializer = ChannelInput
+    class InputSerializer(StrictInput):
+        slug = serializers.CharField(max_length=50)
+        name = serializers.CharField(max_length=100, allow_blank=True, default="")
+        kind = serializers.ChoiceField(choices=ChannelKind.choices)
+        email_to = serializers.ListField(
+            child=serializers.CharField(max_length=254),
+            default=list,
+            help_text=f"E-mail addresses, for kind email; at most {Channel.MAX_ADDRESSES}.",
+        )
+        url = serializers.CharField(
+            max_length=2000, allow_blank=True, default="", help_text="For kind webhook: http(s)."
+        )
+        format = serializers.ChoiceField(
+            choices=WebhookFormat.choices, default=WebhookFormat.NATIVE
+        )
+        secret = serializers.CharField(
+            max_length=200,
+            allow_blank=True,
+            default="",
+            write_only=True,
+            help_text="Optional signing secret (“whsec_” and base64); left out, one is made.",
+        )
+
+        class Meta:
+            ref_name = "ChannelInput"
 
     @team_schema(
         summary="Add an alert channel",
@@ -134,7 +156,30 @@ def _update_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class ChannelUpdateApi(ApiView):
-    InputSerializer = ChannelUpdateInput
+    class InputSerializer(StrictInput):
+        fixed = {
+            "slug": "The slug of a channel cannot change; create another.",
+            "kind": "The kind of a channel cannot change; create another.",
+        }
+
+        name = serializers.CharField(max_length=100, allow_blank=True, required=False)
+        email_to = serializers.ListField(
+            child=serializers.CharField(max_length=254), required=False
+        )
+        url = serializers.CharField(max_length=2000, required=False)
+        format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
+        secret = serializers.CharField(
+            max_length=200,
+            required=False,
+            write_only=True,
+            help_text="A new signing secret of your own.",
+        )
+        enabled = serializers.BooleanField(
+            required=False, help_text="true puts a disabled channel back in service."
+        )
+
+        class Meta:
+            ref_name = "ChannelUpdateInput"
 
     @team_schema(
         summary="Change an alert channel",
@@ -199,7 +244,11 @@ class ChannelTestApi(ApiView):
 
 
 class ChannelConfirmationResendApi(ApiView):
-    InputSerializer = RecipientResendInput
+    class InputSerializer(StrictInput):
+        address = serializers.CharField(max_length=254, help_text="One of the channel's addresses.")
+
+        class Meta:
+            ref_name = "ChannelRecipientResendInput"
 
     @team_schema(
         summary="Mail an address of an e-mail channel its confirmation again",

@@ -12,14 +12,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.alerts.access import rule_for_request, team_for_request
-from apps.alerts.apis.serializers import (
+from apps.alerts.apis.fields import (
+    MAX_RULE_CHANNELS,
     VIOLATION_AT_ONCE,
-    AlertRuleInput,
-    AlertRuleOutput,
-    AlertRuleUpdateInput,
-    SilenceInput,
+    ConditionField,
+    ScopeField,
+    StrictInput,
 )
-from apps.alerts.models import AlertRule, RuleScope
+from apps.alerts.apis.serializers import (
+    AlertRuleOutput,
+)
+from apps.alerts.models import AlertRule, NoDataPolicy, RuleScope, Severity
 from apps.alerts.selectors.history import channels_for_team, rules_for_team
 from apps.alerts.services.rules import (
     alert_rule_create,
@@ -133,7 +136,39 @@ class AlertRuleListApi(ApiView):
 
 
 class AlertRuleCreateApi(ApiView):
-    InputSerializer = AlertRuleInput
+    class InputSerializer(StrictInput):
+        slug = serializers.CharField(max_length=50)
+        name = serializers.CharField(max_length=100, allow_blank=True, default="")
+        pipeline = serializers.CharField(max_length=50, help_text="The slug of a pipeline.")
+        scope = ScopeField(default=RuleScope.E2E)
+        condition = ConditionField(
+            required=False, help_text="Left out on create: a violation fires the rule at once."
+        )
+        severity = serializers.ChoiceField(choices=Severity.choices, default=Severity.WARNING)
+        channels = serializers.ListField(
+            child=serializers.CharField(max_length=50),
+            max_length=MAX_RULE_CHANNELS,
+            default=list,
+            help_text="Channel slugs.",
+        )
+        # Whole numbers read here; their bounds are alert_rule_clean's, through the services.
+        renotify_minutes = serializers.IntegerField(
+            default=240, help_text="A reminder while firing; 0 never (at most a week: 10080)."
+        )
+        notify_on_resolve = serializers.BooleanField(default=True)
+        no_data = serializers.ChoiceField(
+            choices=NoDataPolicy.choices, default=NoDataPolicy.RESOLVE
+        )
+        no_data_after_s = serializers.IntegerField(
+            allow_null=True,
+            default=None,
+            help_text="Without a verdict this long a scope has no data, 30 to 86400; null: three "
+            "windows.",
+        )
+        enabled = serializers.BooleanField(default=True)
+
+        class Meta:
+            ref_name = "AlertRuleInput"
 
     @team_schema(
         summary="Create an alert rule",
@@ -164,7 +199,16 @@ class AlertRuleDetailApi(ApiView):
 
 
 class AlertRuleUpdateApi(ApiView):
-    InputSerializer = AlertRuleUpdateInput
+    class InputSerializer(AlertRuleCreateApi.InputSerializer):
+        fixed = {"slug": "The slug of a rule cannot change; create another."}
+
+        def get_fields(self) -> dict[str, serializers.Field]:
+            fields = super().get_fields()
+            del fields["slug"]
+            return fields
+
+        class Meta:
+            ref_name = "AlertRuleUpdateInput"
 
     @team_schema(
         summary="Change an alert rule",
@@ -202,7 +246,14 @@ class AlertRuleDeleteApi(ApiView):
 
 
 class AlertRuleSilenceApi(ApiView):
-    InputSerializer = SilenceInput
+    class InputSerializer(StrictInput):
+        until = serializers.DateTimeField(
+            help_text="When notifications start again, under 90 days."
+        )
+        reason = serializers.CharField(max_length=500, help_text="Why, for whoever wonders later.")
+
+        class Meta:
+            ref_name = "SilenceInput"
 
     @team_schema(
         summary="Silence an alert rule until a time",

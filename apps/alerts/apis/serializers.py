@@ -1,251 +1,25 @@
-"""Serializers of the alerts API: strict inputs, the condition and scope fields, outputs."""
+"""Serializers of the alerts API's answers: channels, rules, incidents."""
 
-import re
-from collections.abc import Mapping
-from typing import Any
-
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.alerts.apis.fields import ConditionField
 from apps.alerts.models import (
-    AlertRule,
     AlertStatus,
     AttemptOutcome,
-    Channel,
     ChannelKind,
-    ConditionKind,
     Incident,
     NoDataPolicy,
     NotificationEvent,
     NotificationStatus,
     RecipientState,
     Resolution,
-    RuleScope,
     Severity,
     WebhookFormat,
 )
-from apps.alerts.rule_clean import alert_rule_clean, subject_message
 from apps.alerts.services.payloads import incident_summary
 
-MAX_RULE_CHANNELS = 50
-VIOLATION_AT_ONCE = {
-    "condition": ConditionKind.VIOLATION,
-    "violation_for_minutes": 0,
-    "violation_factor": None,
-    "burn_windows": [],
-}
-SCOPE_RE = re.compile(r"^(e2e|any_stage|stage:[-a-z0-9]{1,50})$")
-
-
-class StrictInput(serializers.Serializer):
-    """Refuses keys it does not know: a misspelt field would otherwise be dropped unseen.
-    ``fixed`` names fields that exist but cannot change, with the reason."""
-
-    fixed: Mapping[str, str] = {}
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            errors = {
-                str(key): [self.fixed.get(str(key), "Unknown field.")]
-                for key in data
-                if key not in self.fields
-            }
-            if errors:
-                raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
-
-
-# --- The condition and the scope of a rule ---------------------------------------------------
-
-BURN_WINDOW_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "long_s": {"type": "integer", "minimum": 61},
-        "short_s": {"type": "integer", "minimum": 60},
-        "factor": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1000},
-        "severity": {"type": "string", "enum": list(Severity.values)},
-    },
-    "required": ["long_s", "short_s", "factor", "severity"],
-    "additionalProperties": False,
-}
-CONDITION_SCHEMA = {
-    "oneOf": [
-        {
-            "type": "object",
-            "title": "violation",
-            "properties": {
-                "violation_for_minutes": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": AlertRule.MAX_VIOLATION_MINUTES,
-                    "description": "How long a violation in scope must stay open; 0 fires at once.",
-                },
-                "factor": {
-                    "type": "number",
-                    "minimum": AlertRule.MIN_FACTOR,
-                    "maximum": AlertRule.MAX_FACTOR,
-                    "nullable": True,
-                    "description": "Only while the percentile is at least this many times "
-                    "its budget (two decimals at most).",
-                },
-            },
-            "additionalProperties": False,
-        },
-        {
-            "type": "object",
-            "title": "burn_rate",
-            "properties": {
-                "burn_rate": {
-                    "oneOf": [
-                        {"type": "string", "enum": ["default"]},
-                        {"type": "array", "items": BURN_WINDOW_SCHEMA, "maxItems": 6},
-                    ],
-                    "description": "“default”: the SRE workbook's three pairs; or your own.",
-                }
-            },
-            "required": ["burn_rate"],
-            "additionalProperties": False,
-        },
-    ],
-    "example": {"violation_for_minutes": 2, "factor": 1.5},
-}
-
-
-def _invalid(message: str) -> serializers.ValidationError:
-    return serializers.ValidationError(message)
-
-
-# The condition's keys, by the rule field each one sets.
-CONDITION_KEYS = {"violation_for_minutes": "violation_for_minutes", "violation_factor": "factor"}
-
-
-def condition_clean(fields: dict[str, Any]) -> dict[str, Any]:
-    """The condition's fields checked by ``alert_rule_clean``, its errors said of the keys
-    the API names (a burn window's message names its window)."""
-    try:
-        return alert_rule_clean(fields)
-    except DjangoValidationError as exc:
-        messages = [
-            message if name == "burn_windows" else subject_message(CONDITION_KEYS[name], message)
-            for name, errors in exc.message_dict.items()
-            for message in errors
-        ]
-        raise serializers.ValidationError(messages) from None
-
-
-@extend_schema_field(CONDITION_SCHEMA)
-class ConditionField(serializers.Field):
-    """``{"violation_for_minutes": 2, "factor": 1.5}``, ``{"burn_rate": "default"}`` or
-    ``{"burn_rate": [{"long_s": 3600, "short_s": 300, "factor": 14.4, "severity": …}]}``;
-    read as the rule fields the services take, the whole condition at once."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if not isinstance(data, Mapping) or not data:
-            raise _invalid(
-                'A condition is an object: {"violation_for_minutes": 2} or '
-                '{"burn_rate": "default"}.'
-            )
-        unknown = sorted(set(data) - {"violation_for_minutes", "factor", "burn_rate"})
-        if unknown:
-            raise _invalid(f"Unknown key {', '.join(map(str, unknown))}.")
-        if "burn_rate" in data:
-            if len(data) > 1:
-                raise _invalid(
-                    "A condition is a violation (violation_for_minutes, factor) or a "
-                    "burn_rate, not both."
-                )
-            windows = data["burn_rate"]
-            if windows == "default":
-                windows = []
-            elif not isinstance(windows, list):
-                raise _invalid("burn_rate is “default” or a list of window pairs.")
-            return {
-                "condition": ConditionKind.BURN_RATE,
-                **condition_clean({"burn_windows": windows}),
-            }
-        fields = {
-            "violation_for_minutes": data.get("violation_for_minutes", 0),
-            "violation_factor": data.get("factor"),
-        }
-        return {"condition": ConditionKind.VIOLATION, **condition_clean(fields), "burn_windows": []}
-
-    def to_representation(self, rule: AlertRule) -> dict[str, Any]:
-        if rule.condition == ConditionKind.BURN_RATE:
-            return {"burn_rate": list(rule.burn_windows) or "default"}
-        condition: dict[str, Any] = {"violation_for_minutes": rule.violation_for_minutes}
-        if rule.violation_factor is not None:
-            condition["factor"] = float(rule.violation_factor)
-        return condition
-
-
-class ScopeField(serializers.CharField):
-    """``e2e``, ``any_stage`` or ``stage:<stage slug>``."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 60)
-        kwargs.setdefault(
-            "help_text", "`e2e` (the end-to-end budget), `any_stage`, or `stage:<slug>`."
-        )
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if not SCOPE_RE.match(value):
-            raise _invalid("Use e2e, any_stage or stage:<stage slug>.")
-        return value
-
-
 # --- Channels --------------------------------------------------------------------------------
-
-
-class ChannelInput(StrictInput):
-    slug = serializers.CharField(max_length=50)
-    name = serializers.CharField(max_length=100, allow_blank=True, default="")
-    kind = serializers.ChoiceField(choices=ChannelKind.choices)
-    email_to = serializers.ListField(
-        child=serializers.CharField(max_length=254),
-        default=list,
-        help_text=f"E-mail addresses, for kind email; at most {Channel.MAX_ADDRESSES}.",
-    )
-    url = serializers.CharField(
-        max_length=2000, allow_blank=True, default="", help_text="For kind webhook: http(s)."
-    )
-    format = serializers.ChoiceField(choices=WebhookFormat.choices, default=WebhookFormat.NATIVE)
-    secret = serializers.CharField(
-        max_length=200,
-        allow_blank=True,
-        default="",
-        write_only=True,
-        help_text="Optional signing secret (“whsec_” and base64); left out, one is made.",
-    )
-
-    class Meta:
-        ref_name = "ChannelInput"
-
-
-class ChannelUpdateInput(StrictInput):
-    fixed = {
-        "slug": "The slug of a channel cannot change; create another.",
-        "kind": "The kind of a channel cannot change; create another.",
-    }
-
-    name = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    email_to = serializers.ListField(child=serializers.CharField(max_length=254), required=False)
-    url = serializers.CharField(max_length=2000, required=False)
-    format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
-    secret = serializers.CharField(
-        max_length=200,
-        required=False,
-        write_only=True,
-        help_text="A new signing secret of your own.",
-    )
-    enabled = serializers.BooleanField(
-        required=False, help_text="true puts a disabled channel back in service."
-    )
-
-    class Meta:
-        ref_name = "ChannelUpdateInput"
 
 
 class DeliveryAttemptOutput(serializers.Serializer):
@@ -304,13 +78,6 @@ class RecipientOutput(serializers.Serializer):
 
     class Meta:
         ref_name = "ChannelRecipient"
-
-
-class RecipientResendInput(StrictInput):
-    address = serializers.CharField(max_length=254, help_text="One of the channel's addresses.")
-
-    class Meta:
-        ref_name = "ChannelRecipientResendInput"
 
 
 class ChannelOutput(serializers.Serializer):
@@ -384,59 +151,6 @@ class ChannelSavedOutput(ChannelOutput):
 
 
 # --- Rules -----------------------------------------------------------------------------------
-
-
-class AlertRuleInput(StrictInput):
-    slug = serializers.CharField(max_length=50)
-    name = serializers.CharField(max_length=100, allow_blank=True, default="")
-    pipeline = serializers.CharField(max_length=50, help_text="The slug of a pipeline.")
-    scope = ScopeField(default=RuleScope.E2E)
-    condition = ConditionField(
-        required=False, help_text="Left out on create: a violation fires the rule at once."
-    )
-    severity = serializers.ChoiceField(choices=Severity.choices, default=Severity.WARNING)
-    channels = serializers.ListField(
-        child=serializers.CharField(max_length=50),
-        max_length=MAX_RULE_CHANNELS,
-        default=list,
-        help_text="Channel slugs.",
-    )
-    # Whole numbers read here; their bounds are alert_rule_clean's, through the services.
-    renotify_minutes = serializers.IntegerField(
-        default=240, help_text="A reminder while firing; 0 never (at most a week: 10080)."
-    )
-    notify_on_resolve = serializers.BooleanField(default=True)
-    no_data = serializers.ChoiceField(choices=NoDataPolicy.choices, default=NoDataPolicy.RESOLVE)
-    no_data_after_s = serializers.IntegerField(
-        allow_null=True,
-        default=None,
-        help_text="Without a verdict this long a scope has no data, 30 to 86400; null: three "
-        "windows.",
-    )
-    enabled = serializers.BooleanField(default=True)
-
-    class Meta:
-        ref_name = "AlertRuleInput"
-
-
-class AlertRuleUpdateInput(AlertRuleInput):
-    fixed = {"slug": "The slug of a rule cannot change; create another."}
-
-    def get_fields(self) -> dict[str, serializers.Field]:
-        fields = super().get_fields()
-        del fields["slug"]
-        return fields
-
-    class Meta:
-        ref_name = "AlertRuleUpdateInput"
-
-
-class SilenceInput(StrictInput):
-    until = serializers.DateTimeField(help_text="When notifications start again, under 90 days.")
-    reason = serializers.CharField(max_length=500, help_text="Why, for whoever wonders later.")
-
-    class Meta:
-        ref_name = "SilenceInput"
 
 
 class AlertStateOutput(serializers.Serializer):

@@ -17,8 +17,9 @@ from apps.alerts.config_as_code.common import (
     line_of,
     read_duration,
     read_slug,
+    rule_value,
 )
-from apps.alerts.config_as_code.condition_schema import parse_condition, rule_value
+from apps.alerts.config_as_code.condition_schema import parse_condition
 from apps.alerts.models import ConditionKind, NoDataPolicy, RuleScope, Severity
 from apps.alerts.rule_clean import alert_rule_clean
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar

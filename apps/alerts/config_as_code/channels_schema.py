@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from apps.alerts.channel_clean import channel_clean
 from apps.alerts.config_as_code.common import check_unique, line_of, read_slug
 from apps.alerts.models import ChannelKind, WebhookFormat
-from apps.alerts.rule_clean import subject_message
+from apps.alerts.rule_clean import continued
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar, Sequence
 from apps.pipelines.config_as_code.reader import Reader, describe
 from apps.pipelines.environment import ENV_NAME
@@ -118,7 +118,7 @@ def _secret(reader: Reader, item: Item) -> tuple[str, str, bool]:
             reader.error(
                 item.value.line,
                 f"The environment variable “{name}” does not hold a signing secret: "
-                + subject_message("", " ".join(exc.messages)).strip(),
+                + continued(" ".join(exc.messages)),
             )
             value = ""
     return name, value, True

@@ -4,43 +4,14 @@ objective's burn rate over pairs of windows."""
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import ValidationError
-
 from apps.alerts.burn_windows import BurnWindow, burn_windows_clean
-from apps.alerts.config_as_code.common import is_whole, read_duration
-from apps.alerts.config_as_code.durations import duration_text
+from apps.alerts.config_as_code.common import is_whole, read_duration, rule_value
 from apps.alerts.models import ConditionKind, Severity
-from apps.alerts.rule_clean import OUT_OF_RANGE, alert_rule_clean, subject_message
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader
 
 CONDITION_KEYS = ("violation_for_minutes", "factor", "burn_rate")
 BURN_WINDOW_KEYS = ("long", "short", "factor", "severity")
-# Keys whose values the file writes as durations (``30s``, ``4h``).
-DURATION_KEYS = ("renotify", "no_data_after")
-
-
-def rule_value(reader: Reader, item: Item, field: str, value: Any) -> Any:
-    """``value`` for the rule's ``field`` as ``alert_rule_clean`` stores it; its errors are
-    reported at the value's line, said of the file's key, a range of durations in the
-    file's units."""
-    try:
-        return alert_rule_clean({field: value})[field]
-    except ValidationError as exc:
-        for error in exc.error_dict[field]:
-            reader.error(item.value.line, _said_of(item.key, error))
-        return None
-
-
-def _said_of(key: str, error: ValidationError) -> str:
-    params = error.params or {}
-    seconds = {"s": 1, "min": 60}.get(params.get("unit", ""))
-    if error.code == OUT_OF_RANGE and seconds and key in DURATION_KEYS:
-        low, high = params["low"] * seconds, params["high"] * seconds
-        if low == 0:
-            return f"“{key}” must be at most {duration_text(high)}, or never."
-        return f"“{key}” must be between {duration_text(low)} and {duration_text(high)}."
-    return subject_message(f"“{key}”", " ".join(error.messages))
 
 
 def _violation_minutes(reader: Reader, item: Item) -> int:

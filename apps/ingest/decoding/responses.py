@@ -10,6 +10,8 @@ from enum import IntEnum
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from apps.core.varint import varint
+
 
 class RpcCode(IntEnum):
     """The google.rpc.Code values an ingestion endpoint answers with."""
@@ -52,23 +54,14 @@ def status_protobuf(code: int, message: str) -> bytes:
     out = bytearray()
     if code:
         out.append(0x08)
-        out += _varint(code & 0xFFFF_FFFF_FFFF_FFFF if code < 0 else code)
+        out += varint(code & 0xFFFF_FFFF_FFFF_FFFF if code < 0 else code)
     if message:
         encoded = message.encode()
         out.append(0x12)
-        out += _varint(len(encoded))
+        out += varint(len(encoded))
         out += encoded
     return bytes(out)
 
 
 def status_json(code: int, message: str) -> bytes:
     return json.dumps({"code": int(code), "message": message}).encode()
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

@@ -3,7 +3,7 @@
 A window over rollups merges thousands of stored sketches into a few dozen (one
 per stage and measure, or one per chart point). Decoding each into a Sketch and
 merging them pairwise costs ~20 µs a sketch; here the whole batch is decoded
-into flat arrays (``codec_batch``), checked as ``Sketch.from_bytes``
+into flat arrays (``codec.decode_many``), checked as ``Sketch.from_bytes``
 checks one sketch, and the buckets of every group are added up with a single
 ``np.bincount``.
 
@@ -20,8 +20,7 @@ import numpy.typing as npt
 from numpy.typing import NDArray
 
 from apps.core.time import NS_PER_MS
-from apps.rollups.sketches.codec import SketchParts
-from apps.rollups.sketches.codec_batch import BatchParts, decode_many
+from apps.rollups.sketches.codec import BatchParts, SketchParts, decode_many
 from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, MIN_INDEXABLE_MS, Sketch, keys
 
 Blob = bytes | bytearray | memoryview

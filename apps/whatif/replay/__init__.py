@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from apps.whatif.replay.changes import live_edges, node_caps, portions
 from apps.whatif.replay.critical import critical_times
+from apps.whatif.replay.edges import live_edges, node_caps, portions
 from apps.whatif.replay.model import ReplayModel, replay_model
 from apps.whatif.replay.types import Floats
 from apps.whatif.replay.walls import stage_walls, token_times

@@ -15,12 +15,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "roots", nargs="*", type=Path, help="Folders to read (default: apps and budgets_site)."
+            "roots",
+            nargs="*",
+            type=Path,
+            help="Folders to read (default: apps, budgets_site and bench).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         base = Path(settings.BASE_DIR)
-        roots = options["roots"] or [base / "apps", base / "budgets_site"]
+        roots = options["roots"] or [base / "apps", base / "budgets_site", base / "bench"]
         found = literal_table_names(roots, project_tables())
         if found:
             raise CommandError(

@@ -1,11 +1,11 @@
-"""Decoding many stored sketches at once into flat arrays (the format of ``codec``).
+"""Decoding many stored sketches at once into flat arrays (the layout of ``layout``).
 
 A dashboard window reads thousands of small sketches; decoding them one by one
 costs about 20 µs each, nearly all of it per-call Python work. Here the blobs
 are joined into one buffer and every field is read for the whole batch with a
 few numpy operations.
 
-The batch decoder only accepts what ``codec.decode`` accepts, with the
+The batch decoder only accepts what ``read_one.decode`` accepts, with the
 same parts. It leaves to that decoder (``BatchParts.rejected``) any blob it does
 not fully check: malformed ones, whose error the scalar decoder words, and valid
 but unusual ones (a varint of ten bytes, a bucket count above 2**40) that no
@@ -20,7 +20,14 @@ from itertools import pairwise
 import numpy as np
 from numpy.typing import NDArray
 
-from apps.rollups.sketches.codec import _FIELDS, BITMAP, MAX_ABS_KEY, MAX_COUNT, VERSION, WIDTHS
+from apps.rollups.sketches.codec.layout import (
+    BITMAP,
+    FIELDS,
+    MAX_ABS_KEY,
+    MAX_COUNT,
+    VERSION,
+    WIDTHS,
+)
 
 Int64s = NDArray[np.int64]
 Bools = NDArray[np.bool_]
@@ -35,8 +42,8 @@ _PADDING = bytes(32)
 _COLUMNS = np.arange(16)
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1)
 # Per count width: the fields packed in each byte value, and how many are escapes.
-_FIELD_BYTES = {width: table.astype(np.uint8) for width, table in _FIELDS.items()}
-_ESCAPES = {width: (table == (1 << width) - 1).sum(axis=1) for width, table in _FIELDS.items()}
+_FIELD_BYTES = {width: table.astype(np.uint8) for width, table in FIELDS.items()}
+_ESCAPES = {width: (table == (1 << width) - 1).sum(axis=1) for width, table in FIELDS.items()}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A scenario applied to a model: each edge's weight, which edges are live, the caps."""
+"""The replay's edges under a scenario: each edge's weight, which edges are live, the caps."""
 
 import numpy as np
 
