@@ -65,6 +65,9 @@ class Payload(TypedDict):
     stage: Named | None  # None for the end-to-end time
     percentile: str | None
     observed_ms: float | None
+    # The highest the percentile was while its violation was open: over the budget even
+    # when ``observed_ms``, the latest, is back under it and the violation not yet closed.
+    peak_ms: float | None
     budget_ms: int | None
     over_by_ms: float | None
     window_s: int

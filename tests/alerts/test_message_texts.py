@@ -15,6 +15,8 @@ from django.urls import reverse
 from standardwebhooks.webhooks import Webhook
 
 from apps.alerts.formats.text import TEST_PREFIX
+from apps.alerts.formats.text import description as text_description
+from apps.alerts.formats.text import observation as text_observation
 from apps.alerts.models import (
     Channel,
     Incident,
@@ -97,6 +99,27 @@ def test_a_rule_with_a_factor_that_resolves_over_budget_does_not_claim_back_unde
     assert resolved["summary"] == (
         "rag-chat · stage rerank p95 200 ms, no longer over the alert's threshold (150 ms budget)"
     )
+
+
+def test_an_alert_that_fires_while_its_violation_recovers_names_the_peak_not_a_false_over(
+    world: TeamWorld, rerank: tuple[Pipeline, Stage]
+) -> None:
+    """A violation stays open a few evaluations after its percentile is back under the
+    budget; an alert whose two minutes end then must not say "123.4 ms over 150 ms"."""
+    pipeline, stage = rerank
+    rule(pipeline, [webhook_channel(world.team)], scope="any_stage", violation_for_minutes=2)
+    open_one = violation(pipeline, stage, observed_ms=180.0)
+    alerts_evaluate(now=NOW)  # pending
+    follow(open_one, at=NOW + 2 * MINUTE, observed_ms=123.4)  # recovering, still open
+    alerts_evaluate(now=NOW + 2 * MINUTE)
+
+    firing = Notification.objects.get(event=NotificationEvent.FIRING).payload
+    assert firing["summary"] == (
+        "rag-chat · stage rerank p95 peaked at 180 ms over its 150 ms budget, 123.4 ms now"
+    )
+    assert (firing["observed_ms"], firing["peak_ms"], firing["over_by_ms"]) == (123.4, 180.0, None)
+    assert text_observation(firing) == "p95 peaked at 180 ms > 150 ms budget, 123.4 ms now"
+    assert "It peaked at 180 ms, over its 150 ms budget" in text_description(firing)
 
 
 def test_an_alert_resolved_for_lack_of_data_says_so(

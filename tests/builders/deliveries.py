@@ -40,6 +40,7 @@ _FIRING: dict[str, Any] = {
     "stage": {"slug": "retrieval", "name": "Retrieval"},
     "percentile": "p95",
     "observed_ms": 812.4,
+    "peak_ms": 812.4,
     "budget_ms": 500,
     "over_by_ms": 312.4,
     "window_s": 300,

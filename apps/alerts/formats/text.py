@@ -81,6 +81,35 @@ def resolved_words(
     return f"{percentile} {ms(observed_ms)}, back under its {budget} budget"
 
 
+def recovering(*, observed_ms: float | None, budget_ms: float | None) -> bool:
+    """A violation still open (it closes after some evaluations back under its budget)
+    whose latest figure is already under the budget."""
+    return observed_ms is not None and budget_ms is not None and observed_ms <= budget_ms
+
+
+def firing_words(
+    *,
+    percentile: str | None,
+    observed_ms: float | None,
+    peak_ms: float | None,
+    budget_ms: float | None,
+) -> str:
+    """How a firing violation reads: "p95 812 ms over its 500 ms budget".
+
+    A violation stays open for a few evaluations after its percentile is back under
+    the budget, and an alert may fire in that time: then the line names the peak that
+    broke the budget and the figure of now, never "108 ms over its 180 ms budget".
+    """
+    budget = ms(budget_ms)
+    if observed_ms is None:
+        return f"{percentile} ? over its {budget} budget"
+    if recovering(observed_ms=observed_ms, budget_ms=budget_ms) and peak_ms is not None:
+        return (
+            f"{percentile} peaked at {ms(peak_ms)} over its {budget} budget, {ms(observed_ms)} now"
+        )
+    return f"{percentile} {ms(observed_ms)} over its {budget} budget"
+
+
 def burn_resolved_words(resolution: str | None) -> str:
     if resolution == RESOLVED_FOR_NO_DATA:
         return "objective: no requests to judge, resolved for lack of data"
@@ -110,7 +139,11 @@ def observation(payload: Payload) -> str:
         )
     if kind == NO_DATA:
         return f"{percentile}: too few traces to judge the {budget} budget"
-    said = f"{percentile} {ms(payload['observed_ms'])} > {budget} budget"
+    observed, peak = payload["observed_ms"], payload["peak_ms"]
+    if recovering(observed_ms=observed, budget_ms=payload["budget_ms"]) and peak is not None:
+        said = f"{percentile} peaked at {ms(peak)} > {budget} budget, {ms(observed)} now"
+    else:
+        said = f"{percentile} {ms(observed)} > {budget} budget"
     return said + EXAMPLE_NOTE if kind == TEST else said
 
 
@@ -151,12 +184,21 @@ def description(payload: Payload) -> str:
         )
         parts.append(f"{payload['pipeline']['slug']} {where} {said}.")
     else:
-        over = payload["over_by_ms"]
+        over, peak = payload["over_by_ms"], payload["peak_ms"]
         parts.append(
             f"{payload['pipeline']['slug']} {where} {payload['percentile']} was "
             f"{ms(payload['observed_ms'])} over the last {window}"
             + (f", {ms(over)} over its {ms(payload['budget_ms'])} budget." if over else ".")
         )
+        if (
+            not over
+            and peak is not None
+            and recovering(observed_ms=payload["observed_ms"], budget_ms=payload["budget_ms"])
+        ):
+            parts.append(
+                f"It peaked at {ms(peak)}, over its {ms(payload['budget_ms'])} budget; the "
+                "violation closes after a few evaluations back under it."
+            )
     if kind == RESOLVED and payload["incident"]["duration_s"] is not None:
         parts.append(f"It fired for {duration(payload['incident']['duration_s'])}.")
     top = [f"{s['slug']} {share(s['share'])}" for s in payload["top_stages"][:3] if s["share"]]

@@ -104,11 +104,13 @@ def summary(
             resolution=resolution,
         )
         return f"{pipeline_slug} · {where} {said}"
-    shown = text.ms(observed) if observed is not None else "?"
-    return (
-        f"{pipeline_slug} · {where} {facts.get('percentile')} {shown} over its "
-        f"{text.ms(budget)} budget"
+    said = text.firing_words(
+        percentile=facts.get("percentile"),
+        observed_ms=observed,
+        peak_ms=facts.get("peak_ms"),
+        budget_ms=budget,
     )
+    return f"{pipeline_slug} · {where} {said}"
 
 
 def incident_summary(*, incident: Incident) -> str:
@@ -182,6 +184,7 @@ def incident_payload(
         "stage": stage_named,
         "percentile": facts.get("percentile"),
         "observed_ms": observed,
+        "peak_ms": facts.get("peak_ms", observed),
         "budget_ms": budget,
         "over_by_ms": (
             round(observed - budget, 3)
@@ -263,6 +266,7 @@ def payload_for_channel_test(
         "stage": stage_named,
         "percentile": "p95",
         "observed_ms": observed,
+        "peak_ms": observed,
         "budget_ms": budget,
         "over_by_ms": round(observed - budget, 3),
         "window_s": pipeline.evaluation_window_s if pipeline else 300,
