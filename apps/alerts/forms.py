@@ -18,6 +18,7 @@ from apps.alerts.models import (
     Severity,
     WebhookFormat,
 )
+from apps.core.percentiles import PERCENTILES
 from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import slug_validator
 
@@ -169,6 +170,14 @@ class RuleForm(forms.Form):
         help_text="Optional: fire only while the percentile is at least this many times its "
         "budget.",
     )
+    # Offered as a list, read as text: alert_rule_clean says what is wrong with a value.
+    violation_percentile = forms.CharField(
+        label="Only the percentile",
+        required=False,
+        widget=forms.Select(choices=[("", "any percentile"), *((p, p) for p in PERCENTILES)]),
+        help_text="Optional: fire only on the violations of this percentile's budget, such as "
+        "p99 for a page while p95 only warns.",
+    )
     severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.WARNING)
     channels = forms.MultipleChoiceField(
         required=False,
@@ -247,6 +256,7 @@ class RuleForm(forms.Form):
             "condition": rule.condition,
             "violation_for_minutes": rule.violation_for_minutes,
             "violation_factor": rule.violation_factor,
+            "violation_percentile": rule.violation_percentile,
             "severity": rule.severity,
             "channels": [channel.slug for channel in rule.channels.all()],
             "renotify_minutes": rule.renotify_minutes,

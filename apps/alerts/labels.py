@@ -47,6 +47,9 @@ def condition_words(rule: AlertRule) -> str:
             return "burn rate, SRE defaults"
         return f"burn rate, {pairs} window pair{'s' if pairs != 1 else ''} of its own"
     subject = "a stage" if rule.scope == RuleScope.ANY_STAGE else _percentiles(rule)
+    if rule.violation_percentile:
+        percentile = rule.violation_percentile
+        subject = f"a stage's {percentile}" if rule.scope == RuleScope.ANY_STAGE else percentile
     if rule.violation_factor is not None:
         words = f"at {factor_text(rule.violation_factor)}{TIMES} budget"
     elif rule.scope == RuleScope.ANY_STAGE:

@@ -198,6 +198,12 @@ class AlertRule(TimeStampedModel):
         blank=True,
         help_text="Only when the percentile is at least this many times its budget.",
     )
+    violation_percentile = models.CharField(
+        max_length=3,
+        blank=True,
+        default="",
+        help_text="Only the violations of this percentile's budget; empty: any percentile.",
+    )
     burn_windows = models.JSONField(default=list, blank=True)
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
     channels = models.ManyToManyField(Channel, blank=True, related_name="rules")

@@ -21,11 +21,13 @@ from django.core.exceptions import ValidationError
 
 from apps.alerts.burn_windows import burn_windows_clean
 from apps.alerts.models import AlertRule, ConditionKind, NoDataPolicy, RuleScope, Severity
+from apps.core.percentiles import PERCENTILES
 
 OUT_OF_RANGE = "out_of_range"
 BURN_RATE_SCOPE = (
     "A burn-rate condition watches the pipeline's objective, which is end to end: use scope e2e."
 )
+BURN_RATE_PERCENTILE = "Belongs to a violation condition: a burn rate watches the objective."
 _CHOICES = {
     "scope": RuleScope.values,
     "condition": ConditionKind.values,
@@ -94,6 +96,15 @@ def _one(name: str, value: Any) -> Any:
         )
     if name == "violation_factor":
         return _factor(value)
+    if name == "violation_percentile":
+        if value is None or value == "":
+            return ""
+        if value not in PERCENTILES:
+            raise ValidationError(
+                f"Must be one of {', '.join(PERCENTILES)}, or empty for any percentile.",
+                code="invalid_choice",
+            )
+        return value
     if name == "renotify_minutes":
         high = AlertRule.MAX_RENOTIFY_MINUTES
         return _within(
@@ -132,6 +143,10 @@ def alert_rule_clean(values: Mapping[str, Any]) -> dict[str, Any]:
     burn_rate = cleaned.get("condition") == ConditionKind.BURN_RATE
     if burn_rate and cleaned.get("scope", RuleScope.E2E) != RuleScope.E2E:
         errors.setdefault("scope", []).append(ValidationError(BURN_RATE_SCOPE, code="scope"))
+    if burn_rate and cleaned.get("violation_percentile"):
+        errors.setdefault("violation_percentile", []).append(
+            ValidationError(BURN_RATE_PERCENTILE, code="burn_rate")
+        )
     if errors:
         raise ValidationError(errors)
     return cleaned

@@ -441,6 +441,31 @@ def test_creating_a_rule_with_each_kind_of_condition(
     assert response.json()["scope"] == "e2e"
 
 
+def test_a_violation_condition_can_name_one_percentile(alerting: Alerting) -> None:
+    condition = {"violation_for_minutes": 1, "percentile": "p95"}
+    body = {"slug": "page", "pipeline": "rag-chat", "condition": condition}
+
+    response = call(client(alerting, "editor"), "post", RULES, body)
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["condition"] == condition
+    assert AlertRule.objects.get(slug="page").violation_percentile == "p95"
+
+
+def test_a_percentile_the_budget_is_not_set_at_is_refused_as_never_firing(
+    alerting: Alerting,
+) -> None:
+    body = {"slug": "page", "pipeline": "rag-chat", "condition": {"percentile": "p99"}}
+
+    response = call(client(alerting, "editor"), "post", RULES, body)
+
+    assert response.status_code == 400
+    [message] = error_of(response)["fields"]["condition"]
+    assert message == (
+        "Pipeline “rag-chat” has no p99 budget (its budget is at p95): the rule would never fire."
+    )
+
+
 def test_creating_a_rule_for_any_stage_and_for_one(alerting: Alerting) -> None:
     api = client(alerting, "owner")
     any_stage = call(

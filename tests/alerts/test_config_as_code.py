@@ -834,6 +834,29 @@ def test_export_then_apply_changes_nothing(world: TeamWorld, rag: Pipeline, secr
     assert "scope: stage:retrieval" in exported
 
 
+def test_a_percentile_condition_is_exported_and_applied_back_unchanged(
+    world: TeamWorld, rag: Pipeline, tmp_path
+):
+    rule(
+        rag,
+        [],
+        slug="page",
+        scope=RuleScope.ANY_STAGE,
+        violation_for_minutes=1,
+        violation_percentile="p99",
+    )
+    exported = budgets("export", "--team", "acme")
+
+    out = budgets("apply", write(tmp_path, exported))
+
+    assert "percentile: p99" in exported
+    assert out.strip() == "No changes."
+    edited = exported.replace("percentile: p99", "percentile: p95")
+    changed = budgets("apply", write(tmp_path, edited), "--dry-run")
+    assert "p99 violation for 1 min" in changed
+    assert "p95 violation for 1 min" in changed
+
+
 def test_export_leaves_the_sections_out_when_the_team_has_none(world: TeamWorld):
     make_pipeline(world.team, "bare", name="Bare", budget={"p95": 1000})
 

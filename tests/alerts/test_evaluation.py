@@ -141,6 +141,24 @@ def test_a_factor_fires_only_when_the_percentile_reaches_that_multiple_of_its_bu
     assert Incident.objects.get().facts["observed_ms"] == 3800.0
 
 
+def test_a_percentile_rule_fires_on_that_percentiles_violation_only(
+    world: TeamWorld, rag: tuple[Pipeline, Stage, Stage]
+) -> None:
+    pipeline, _, _ = rag
+    pipeline.budget_p99_ms = 4000
+    pipeline.save()
+    rule(pipeline, [email_channel(world.team)], slug="page", violation_percentile="p99")
+    violation(pipeline, observed_ms=3100.0)  # p95 over its budget
+
+    alerts_evaluate(now=NOW)
+    assert not Incident.objects.exists()
+    violation(pipeline, observed_ms=4700.0, percentile="p99", opened_at=NOW + MINUTE)
+    alerts_evaluate(now=NOW + MINUTE)
+
+    facts = Incident.objects.get().facts
+    assert (facts["percentile"], facts["observed_ms"], facts["budget_ms"]) == ("p99", 4700.0, 4000)
+
+
 def test_recovery_resolves_with_one_resolved_notification_per_channel(
     world: TeamWorld, rag: tuple[Pipeline, Stage, Stage]
 ) -> None:

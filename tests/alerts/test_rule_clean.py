@@ -32,6 +32,7 @@ def refused(values: dict[str, Any]) -> dict[str, list[ValidationError]]:
         ("violation_factor", [None, 1, 100, 1.5, "2.25"], [0.99, 100.01, 1.234, "x", True]),
         ("severity", ["info", "critical"], ["page", None]),
         ("scope", ["e2e", "any_stage", "stage"], ["everything"]),
+        ("violation_percentile", ["", None, "p50", "p99"], ["p98", "P99", 99]),
     ],
 )
 def test_each_bound_holds_at_its_edges(field: str, good: list[Any], bad: list[Any]) -> None:
@@ -60,6 +61,12 @@ def test_a_burn_rate_condition_is_end_to_end() -> None:
     assert "use scope e2e" in messages["scope"][0].messages[0]
 
 
+def test_a_percentile_belongs_to_a_violation_condition() -> None:
+    messages = refused({"condition": ConditionKind.BURN_RATE, "violation_percentile": "p99"})
+    assert "a burn rate watches the objective" in messages["violation_percentile"][0].messages[0]
+    assert alert_rule_clean({"violation_percentile": None}) == {"violation_percentile": ""}
+
+
 @pytest.fixture
 def alerting(world: TeamWorld) -> Alerting:
     return build_alerting(world)
@@ -85,6 +92,12 @@ def alerting(world: TeamWorld) -> Alerting:
             {"condition": {"factor": 1.234}},
             "condition: {violation_for_minutes: 0, factor: 1.234}",
             "has at most 2 decimals.",
+        ),
+        (
+            {"violation_percentile": "p98"},
+            {"condition": {"percentile": "p98"}},
+            "condition: {violation_for_minutes: 0, percentile: p98}",
+            "must be one of p50, p90, p95, p99, or empty for any percentile.",
         ),
     ],
 )

@@ -16,12 +16,14 @@ from apps.alerts.models import (
     Severity,
 )
 from apps.alerts.rule_clean import alert_rule_clean, subject_message
+from apps.core.percentiles import PERCENTILES
 
 MAX_RULE_CHANNELS = 50
 VIOLATION_AT_ONCE = {
     "condition": ConditionKind.VIOLATION,
     "violation_for_minutes": 0,
     "violation_factor": None,
+    "violation_percentile": "",
     "burn_windows": [],
 }
 SCOPE_RE = re.compile(r"^(e2e|any_stage|stage:[-a-z0-9]{1,50})$")
@@ -78,6 +80,13 @@ CONDITION_SCHEMA = {
                     "description": "Only while the percentile is at least this many times "
                     "its budget (two decimals at most).",
                 },
+                "percentile": {
+                    "type": "string",
+                    "enum": list(PERCENTILES),
+                    "nullable": True,
+                    "description": "Only the violations of this percentile's budget; left "
+                    "out or null: any percentile.",
+                },
             },
             "additionalProperties": False,
         },
@@ -106,7 +115,11 @@ def _invalid(message: str) -> serializers.ValidationError:
 
 
 # The condition's keys, by the rule field each one sets.
-CONDITION_KEYS = {"violation_for_minutes": "violation_for_minutes", "violation_factor": "factor"}
+CONDITION_KEYS = {
+    "violation_for_minutes": "violation_for_minutes",
+    "violation_factor": "factor",
+    "violation_percentile": "percentile",
+}
 
 
 def condition_clean(fields: dict[str, Any]) -> dict[str, Any]:
@@ -135,14 +148,14 @@ class ConditionField(serializers.Field):
                 'A condition is an object: {"violation_for_minutes": 2} or '
                 '{"burn_rate": "default"}.'
             )
-        unknown = sorted(set(data) - {"violation_for_minutes", "factor", "burn_rate"})
+        unknown = sorted(set(data) - {*CONDITION_KEYS.values(), "burn_rate"})
         if unknown:
             raise _invalid(f"Unknown key {', '.join(map(str, unknown))}.")
         if "burn_rate" in data:
             if len(data) > 1:
                 raise _invalid(
-                    "A condition is a violation (violation_for_minutes, factor) or a "
-                    "burn_rate, not both."
+                    "A condition is a violation (violation_for_minutes, factor, percentile) "
+                    "or a burn_rate, not both."
                 )
             windows = data["burn_rate"]
             if windows == "default":
@@ -156,6 +169,7 @@ class ConditionField(serializers.Field):
         fields = {
             "violation_for_minutes": data.get("violation_for_minutes", 0),
             "violation_factor": data.get("factor"),
+            "violation_percentile": data.get("percentile"),
         }
         return {"condition": ConditionKind.VIOLATION, **condition_clean(fields), "burn_windows": []}
 
@@ -165,6 +179,8 @@ class ConditionField(serializers.Field):
         condition: dict[str, Any] = {"violation_for_minutes": rule.violation_for_minutes}
         if rule.violation_factor is not None:
             condition["factor"] = float(rule.violation_factor)
+        if rule.violation_percentile:
+            condition["percentile"] = rule.violation_percentile
         return condition
 
 

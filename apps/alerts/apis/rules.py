@@ -45,6 +45,7 @@ RULE_ERRORS = {
     "stage": "scope",
     "violation_for_minutes": "condition",
     "violation_factor": "condition",
+    "violation_percentile": "condition",
     "burn_windows": "condition",
 }
 CREATE_ERRORS = {**RULE_ERRORS, "__all__": "slug"}

@@ -27,6 +27,8 @@ def _condition(rule: AlertRule) -> dict[str, Any]:
     condition: dict[str, Any] = {"violation_for_minutes": rule.violation_for_minutes}
     if rule.violation_factor is not None:
         condition["factor"] = float(rule.violation_factor)
+    if rule.violation_percentile:
+        condition["percentile"] = rule.violation_percentile
     return condition
 
 

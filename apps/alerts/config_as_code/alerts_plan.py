@@ -32,11 +32,12 @@ def _windows(windows: list[BurnWindow]) -> str:
 
 
 def _condition(
-    condition: str, minutes: int, factor: Decimal | None, windows: list[BurnWindow]
+    condition: str, minutes: int, factor: Decimal | None, percentile: str, windows: list[BurnWindow]
 ) -> str:
     if condition == ConditionKind.BURN_RATE:
         return f"burn rate ({_windows(windows)})"
-    text = f"violation for {minutes} min"
+    text = f"{percentile} violation" if percentile else "violation"
+    text = f"{text} for {minutes} min"
     return f"{text} at {factor.normalize():f}x budget" if factor is not None else text
 
 
@@ -70,7 +71,11 @@ def _rule_view(rule: AlertRule) -> dict[str, str]:
         "pipeline": rule.pipeline.slug,
         "scope": scope,
         "condition": _condition(
-            rule.condition, rule.violation_for_minutes, rule.violation_factor, rule.burn_windows
+            rule.condition,
+            rule.violation_for_minutes,
+            rule.violation_factor,
+            rule.violation_percentile,
+            rule.burn_windows,
         ),
         "severity": rule.severity,
         "channels": _shown([channel.slug for channel in rule.channels.all()]),
@@ -89,7 +94,11 @@ def _spec_view(spec: AlertSpec) -> dict[str, str]:
         "pipeline": spec.pipeline,
         "scope": scope,
         "condition": _condition(
-            spec.condition, spec.violation_for_minutes, spec.violation_factor, spec.burn_windows
+            spec.condition,
+            spec.violation_for_minutes,
+            spec.violation_factor,
+            spec.violation_percentile,
+            spec.burn_windows,
         ),
         "severity": spec.severity,
         "channels": _shown(spec.channel_slugs),
@@ -124,6 +133,7 @@ def _fields(team: Team, spec: AlertSpec) -> dict[str, Any]:
         "condition": spec.condition,
         "violation_for_minutes": spec.violation_for_minutes,
         "violation_factor": spec.violation_factor,
+        "violation_percentile": spec.violation_percentile,
         "burn_windows": list(spec.burn_windows),
         "severity": spec.severity,
         "renotify_minutes": spec.renotify_minutes,

@@ -60,6 +60,7 @@ class AlertSpec:
     condition_line: int = 0
     violation_for_minutes: int = 0
     violation_factor: Decimal | None = None
+    violation_percentile: str = ""
     burn_windows: list[BurnWindow] = field(default_factory=list)
     severity: str = Severity.WARNING
     # Channel slugs, each with the line that names it.

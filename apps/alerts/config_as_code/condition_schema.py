@@ -10,7 +10,8 @@ from apps.alerts.models import ConditionKind, Severity
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader
 
-CONDITION_KEYS = ("violation_for_minutes", "factor", "burn_rate")
+CONDITION_KEYS = ("violation_for_minutes", "factor", "percentile", "burn_rate")
+VIOLATION_KEYS = ("violation_for_minutes", "factor", "percentile")
 BURN_WINDOW_KEYS = ("long", "short", "factor", "severity")
 
 
@@ -78,12 +79,12 @@ def parse_condition(reader: Reader, item: Item, severity: str) -> dict[str, Any]
     if entries is None:
         return {}
     if "burn_rate" in entries:
-        others = [key for key in ("violation_for_minutes", "factor") if key in entries]
+        others = [key for key in VIOLATION_KEYS if key in entries]
         if others:
             reader.error(
                 entries[others[0]].key_line,
-                "A condition is a budget violation (violation_for_minutes, factor) or an "
-                "objective's burn_rate, not both.",
+                "A condition is a budget violation (violation_for_minutes, factor, percentile) "
+                "or an objective's burn_rate, not both.",
             )
         return {
             "condition": ConditionKind.BURN_RATE,
@@ -102,4 +103,12 @@ def parse_condition(reader: Reader, item: Item, severity: str) -> dict[str, Any]
         )
     if "factor" in entries:
         fields["violation_factor"] = _factor(reader, entries["factor"])
+    if "percentile" in entries:
+        percentile = rule_value(
+            reader,
+            entries["percentile"],
+            "violation_percentile",
+            reader.scalar(entries["percentile"]),
+        )
+        fields["violation_percentile"] = percentile or ""
     return fields

@@ -67,6 +67,8 @@ def _violation_observations(rule: AlertRule, now: datetime) -> dict[str, Observa
         violations = violations.filter(stage=rule.stage)
     else:
         violations = violations.filter(stage__isnull=False)
+    if rule.violation_percentile:
+        violations = violations.filter(percentile=rule.violation_percentile)
     grouped: dict[str, list[Violation]] = {}
     for violation in violations.select_related("stage"):
         key = E2E_KEY if violation.stage_id is None else stage_key(violation.stage_id)

@@ -27,8 +27,8 @@ MAX_SILENCE_DAYS = 90
 
 # The rule's own values, checked by ``alert_rule_clean``; the rest needs the database.
 CLEANED_FIELDS = (
-    "scope", "condition", "violation_for_minutes", "violation_factor", "burn_windows",
-    "severity", "renotify_minutes", "no_data", "no_data_after_s",
+    "scope", "condition", "violation_for_minutes", "violation_factor", "violation_percentile",
+    "burn_windows", "severity", "renotify_minutes", "no_data", "no_data_after_s",
 )  # fmt: skip
 
 
@@ -49,12 +49,36 @@ def _clean(rule: AlertRule, channels: Sequence[Channel]) -> None:
             )
         rule.violation_factor = None
         rule.violation_for_minutes = 0
+        rule.violation_percentile = ""
     else:
         rule.burn_windows = []
+        _percentile_budgeted(rule)
     if any(channel.team_id != rule.team_id for channel in channels):
         raise ValidationError({"channels": "No such channel in this team."})
     # The pipeline and stage are checked above; the team stays in, for its unique slugs.
     rule.full_clean(exclude=["pipeline", "stage"])
+
+
+def _percentile_budgeted(rule: AlertRule) -> None:
+    """A rule narrowed to one percentile must watch a budget set at it, or it never fires;
+    each stage of ``any_stage`` has its own, so that scope takes any."""
+    percentile = rule.violation_percentile
+    if not percentile or rule.scope == RuleScope.ANY_STAGE:
+        return
+    if rule.scope == RuleScope.STAGE and rule.stage is not None:
+        budgeted = [rule.stage.budget_percentile] if rule.stage.budget_ms else []
+        where = f"Stage “{rule.stage.slug}”"
+    else:
+        budgeted = list(rule.pipeline.budget)
+        where = f"Pipeline “{rule.pipeline.slug}”"
+    if percentile not in budgeted:
+        has = f"its budget is at {', '.join(budgeted)}" if budgeted else "it has no budget"
+        raise ValidationError(
+            {
+                "violation_percentile": f"{where} has no {percentile} budget ({has}): the rule "
+                "would never fire."
+            }
+        )
 
 
 def alert_rule_create(
@@ -69,6 +93,7 @@ def alert_rule_create(
     condition: str = ConditionKind.VIOLATION,
     violation_for_minutes: int = 0,
     violation_factor: Decimal | None = None,
+    violation_percentile: str = "",
     burn_windows: Any = None,
     severity: str = Severity.WARNING,
     renotify_minutes: int = 240,
@@ -87,6 +112,7 @@ def alert_rule_create(
         condition=condition,
         violation_for_minutes=violation_for_minutes,
         violation_factor=violation_factor,
+        violation_percentile=violation_percentile,
         burn_windows=burn_windows or [],
         severity=severity,
         renotify_minutes=renotify_minutes,
@@ -105,8 +131,8 @@ def alert_rule_create(
 # What a change may touch; the team and slug stay.
 RULE_FIELDS = (
     "name", "pipeline", "scope", "stage", "condition", "violation_for_minutes",
-    "violation_factor", "burn_windows", "severity", "renotify_minutes", "notify_on_resolve",
-    "no_data", "no_data_after_s", "enabled",
+    "violation_factor", "violation_percentile", "burn_windows", "severity", "renotify_minutes",
+    "notify_on_resolve", "no_data", "no_data_after_s", "enabled",
 )  # fmt: skip
 # A change of any of these makes the rule watch something else: what it fired for is over.
 _WATCHED = ("pipeline_id", "scope", "stage_id", "condition")
