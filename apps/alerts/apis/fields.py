@@ -1,5 +1,5 @@
 """What the alerts API's serializers share: inputs strict about unknown keys, and a
-rule's condition and scope as fields. Each view nests its own ``InputSerializer``;
+rule's condition and scope as fields. A view nests the ``InputSerializer`` only it reads;
 the answers are in ``serializers``."""
 
 import re
