@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.alerts.condition_data import violation_condition_data
 from apps.alerts.models import (
     AlertRule,
     ConditionKind,
@@ -176,12 +177,7 @@ class ConditionField(serializers.Field):
     def to_representation(self, rule: AlertRule) -> dict[str, Any]:
         if rule.condition == ConditionKind.BURN_RATE:
             return {"burn_rate": list(rule.burn_windows) or "default"}
-        condition: dict[str, Any] = {"violation_for_minutes": rule.violation_for_minutes}
-        if rule.violation_factor is not None:
-            condition["factor"] = float(rule.violation_factor)
-        if rule.violation_percentile:
-            condition["percentile"] = rule.violation_percentile
-        return condition
+        return violation_condition_data(rule)
 
 
 class ScopeField(serializers.CharField):

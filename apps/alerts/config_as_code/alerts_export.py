@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from apps.alerts.condition_data import violation_condition_data
 from apps.alerts.config_as_code.alerts_schema import DEFAULT_RENOTIFY_MINUTES
 from apps.alerts.config_as_code.durations import duration_text
 from apps.alerts.config_as_code.selectors import alert_rules_for_config
@@ -24,12 +25,7 @@ def _condition(rule: AlertRule) -> dict[str, Any]:
                 for window in rule.burn_windows
             ]
         }
-    condition: dict[str, Any] = {"violation_for_minutes": rule.violation_for_minutes}
-    if rule.violation_factor is not None:
-        condition["factor"] = float(rule.violation_factor)
-    if rule.violation_percentile:
-        condition["percentile"] = rule.violation_percentile
-    return condition
+    return violation_condition_data(rule)
 
 
 def _alert(rule: AlertRule) -> dict[str, Any]:
