@@ -19,10 +19,12 @@ help:
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make db-stop  stop the embedded PostgreSQL server that test and db leave running"
 
-$(STAMP): pyproject.toml
+# The client library (clients/python) is a package of its own; the demo traffic and the
+# tests use it, installed from this checkout.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e ./clients/python -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -81,6 +83,7 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy budgets_site apps tests bench
+	$(BIN)/mypy --strict clients/python/src
 
 # The apps import one way, down the data flow (the layers in pyproject.toml).
 imports: install

@@ -15,6 +15,7 @@ django.setup()
 from bench import (  # noqa: E402
     alerts,
     attribution,
+    client,
     dashboards,
     decode,
     evaluation,
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, Callable[[], int | None]] = {
     "decode": decode.run,
     "attribution": attribution.run,
     "sketch": sketch.run,
+    "client": client.run,
     "ingest": ingest.run,
     "rollup": rollup.run,
     "percentiles": percentiles.run,

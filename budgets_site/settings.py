@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "apps.alerts",
     "apps.whatif",
     "apps.dashboards",
+    "apps.runtime",
     "apps.demo",
 ]
 
@@ -621,6 +622,19 @@ METRICS_CACHE_SECONDS = _int("METRICS_CACHE_SECONDS", default=15, least=0)
 # name and stage order, are left out and counted in latency_budget_scrape_omitted.
 METRICS_MAX_PIPELINES = _int("METRICS_MAX_PIPELINES", default=200, least=1)
 METRICS_MAX_STAGES = _int("METRICS_MAX_STAGES", default=2000, least=1)
+
+# --- Runtime documents for the client library (docs/runtime.md) -------------------
+# Documents a minute per account, over all its teams' applications and instances; past
+# it: 429 with Retry-After. A thousand instances refreshing every 30 s ask 2,000. 0: no limit.
+RUNTIME_REQUESTS_PER_MINUTE_PER_ACCOUNT = _int(
+    "RUNTIME_REQUESTS_PER_MINUTE_PER_ACCOUNT", default=6000, least=0
+)
+# A pipeline's document is computed once and served to every client for this long.
+RUNTIME_DOCUMENT_CACHE_SECONDS = _int("RUNTIME_DOCUMENT_CACHE_SECONDS", default=10, least=0)
+# The observed figures cover this many seconds back from now (10-second aligned).
+RUNTIME_WINDOW_SECONDS = _int("RUNTIME_WINDOW_SECONDS", default=900, least=60)
+# How often a client should ask again (the document's refresh_s).
+RUNTIME_REFRESH_SECONDS = _int("RUNTIME_REFRESH_SECONDS", default=30, least=1)
 
 # --- Accounts: what one user account may hold over all the teams it created ----------
 # Anyone may sign up and create teams, so the caps that protect everyone else are

@@ -22,6 +22,7 @@ urlpatterns = [
     path("teams/<slug:team_slug>/alerts/", include("apps.alerts.urls")),
     path("alerts/recipients/", include("apps.alerts.recipient_urls")),
     path("", include("apps.ingest.urls")),
+    path("", include("apps.runtime.urls")),
     # At the path Prometheus scrapes by default; the bearer token names the team.
     path("metrics", metrics_views.metrics, name="metrics"),
     path("api/v1/", include("apps.pipelines.api_urls")),

@@ -21,6 +21,11 @@ Conditions of a rule, all of which must hold (an empty one matches everything):
 An LLM span splits at its first token into a part before it and a part after
 it; see ``first_token_ns`` and ``StageMatcher.match``.
 
+A span that names its stage itself, with ``latency_budget.stage`` (the attribute the
+run-time client writes, ``docs/runtime.md``), goes to that stage of the pipeline before
+any written rule is tried: each stage has this declared rule first. A slug the pipeline
+has no stage for matches nothing, and the written rules decide.
+
 A pipeline's no-stage rules, tried after every stage's, mark a span that no stage
 rule takes as belonging to no stage on purpose: it stays untracked, and so do its
 descendants that no rule takes (``apps.analysis.stage_inheritance``).
@@ -45,6 +50,8 @@ AFTER_FIRST_TOKEN = "after_first_token"  # noqa: S105
 PORTIONS = (WHOLE, UNTIL_FIRST_TOKEN, AFTER_FIRST_TOKEN)
 DEFAULT_FIRST_TOKEN_EVENT = "first_token"  # noqa: S105 - an event name
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+# The attribute a span names its stage with (the run-time client's protocol).
+DECLARED_STAGE = "latency_budget.stage"
 MATCH_CACHE_SIZE = 10_000
 
 
@@ -274,9 +281,11 @@ Decision = tuple[str, str | None, str | None, int | None, bool]
 class StageMatcher:
     """A pipeline's stages and rules, compiled once and reused for every span.
 
-    ``no_stage`` rules are tried after every stage rule; a span one of them takes
-    (and no stage rule does) is untracked on purpose, and its descendants do not
-    inherit any stage through it.
+    ``rules`` holds the stages' written rules, the no-stage rules, then one declared
+    rule per stage (``DECLARED_STAGE`` equal to its slug), which is tried before all
+    the others; an index into it names a rule whatever the declared ones. ``no_stage``
+    rules are tried after every stage rule; a span one of them takes (and no stage rule
+    does) is untracked on purpose, and its descendants do not inherit any stage through it.
     """
 
     def __init__(self, stages: Iterable[StageSpec], no_stage: Iterable[RuleSpec] = ()) -> None:
@@ -290,19 +299,29 @@ class StageMatcher:
             for rule in sorted(stage.rules, key=lambda rule: rule.position)
         )
         self._no_stage_from = len(stage_rules)
-        self._rules = stage_rules + tuple(
+        no_stage_rules = tuple(
             CompiledRule(None, rule) for rule in sorted(no_stage, key=lambda rule: rule.position)
         )
+        self._declared_from = len(stage_rules) + len(no_stage_rules)
+        declared = tuple(
+            CompiledRule(stage.slug, RuleSpec(attributes={DECLARED_STAGE: stage.slug}))
+            for stage in ordered
+        )
+        self._rules = stage_rules + no_stage_rules + declared
         self._keys = tuple(sorted({key for rule in self._rules for key in rule.attribute_keys}))
         self._cache: dict[tuple[str | None, ...], Decision] = {}
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
-        """Every rule, in the order they are tried: the stages' rules, then the no-stage rules."""
+        """Every rule: the stages' written rules, the no-stage rules, the declared rules."""
         return self._rules
 
     def is_no_stage_rule(self, index: int) -> bool:
-        return index >= self._no_stage_from
+        return self._no_stage_from <= index < self._declared_from
+
+    def is_declared_rule(self, index: int) -> bool:
+        """The rule at ``index`` takes spans that name their stage (``DECLARED_STAGE``)."""
+        return index >= self._declared_from
 
     def match(self, span: Span) -> SpanMatch:
         """Give each part of the span to the first stage with a rule covering it.
@@ -347,6 +366,10 @@ class StageMatcher:
         return decision
 
     def _decide_uncached(self, span: Span) -> Decision:
+        for index in range(self._declared_from, len(self._rules)):
+            if self._rules[index].matches(span):
+                slug = self._rules[index].stage
+                return (DEFAULT_FIRST_TOKEN_EVENT, slug, slug, index, False)
         matched = [
             (index, rule)
             for index, rule in enumerate(self._rules[: self._no_stage_from])
@@ -357,7 +380,7 @@ class StageMatcher:
                 (
                     index
                     for index, rule in enumerate(self._rules)
-                    if index >= self._no_stage_from and rule.matches(span)
+                    if self.is_no_stage_rule(index) and rule.matches(span)
                 ),
                 None,
             )

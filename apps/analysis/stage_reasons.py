@@ -1,5 +1,6 @@
-"""Why a span counts where it does: the rule that took it, the span above it whose stage
-it inherited, a no-stage rule, or nothing at all; in words for the trace page and API.
+"""Why a span counts where it does: the stage it names itself, the rule that took it, the
+span above it whose stage it inherited, a no-stage rule, or nothing at all; in words for
+the trace page and API.
 
 A ``SpanMatch`` names its deciding rule by index into ``StageMatcher.rules``; the
 editor numbers rules within their stage (or among the no-stage rules) from 1, so the
@@ -10,19 +11,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apps.analysis.spans import Span
-from apps.analysis.stage_matching import UNTIL_FIRST_TOKEN, SpanMatch, StageMatcher
+from apps.analysis.stage_matching import (
+    DECLARED_STAGE,
+    UNTIL_FIRST_TOKEN,
+    SpanMatch,
+    StageMatcher,
+)
 from apps.pipelines.models import Pipeline
 
 RULE = "rule"
+DECLARED = "declared"
 INHERITED = "inherited"
 NO_STAGE_RULE = "no_stage_rule"
 UNTRACKED = "untracked"
-REASON_KINDS = (RULE, INHERITED, NO_STAGE_RULE, UNTRACKED)
+REASON_KINDS = (DECLARED, RULE, INHERITED, NO_STAGE_RULE, UNTRACKED)
 
 
 @dataclass(frozen=True)
 class RuleLabel:
-    """A saved rule as the editor lists it."""
+    """A saved rule as the editor lists it; a declared rule has no id (0) and number 0."""
 
     rule_id: int
     stage: str | None  # its stage's slug; None: a no-stage rule
@@ -32,10 +39,12 @@ class RuleLabel:
 
 def rule_labels(pipeline: Pipeline) -> tuple[RuleLabel, ...]:
     """The pipeline's rules in the order ``StageMatcher.rules`` holds them, for a pipeline
-    loaded by ``with_rules``: stages by position, their rules by position, then the
-    no-stage rules by position; ties keep the loaded order, as the matcher's sorts do."""
+    loaded by ``with_rules``: stages by position with their rules by position, the
+    no-stage rules by position, then each stage's declared rule; ties keep the loaded
+    order, as the matcher's sorts do."""
+    stages = sorted(pipeline.stages.all(), key=lambda stage: stage.position)
     labels = []
-    for stage in sorted(pipeline.stages.all(), key=lambda stage: stage.position):
+    for stage in stages:
         rules = sorted(stage.rules.all(), key=lambda rule: rule.position)
         labels += [
             RuleLabel(rule.pk, stage.slug, number, rule.describe())
@@ -45,6 +54,7 @@ def rule_labels(pipeline: Pipeline) -> tuple[RuleLabel, ...]:
     labels += [
         RuleLabel(rule.pk, None, number, rule.describe()) for number, rule in enumerate(no_stage, 1)
     ]
+    labels += [RuleLabel(0, stage.slug, 0, f"{DECLARED_STAGE} = {stage.slug}") for stage in stages]
     return tuple(labels)
 
 
@@ -77,6 +87,8 @@ class StageReason:
 
     def why(self, names: dict[str, str]) -> str:
         """The reason alone: "rule 1: name = retrieval", "inside `retrieval` (span …)"."""
+        if self.kind == DECLARED:
+            return f"named by the span: {self.rules[0].description}"
         if self.kind == RULE:
             if len(self.rules) == 1:
                 return f"rule {self.rules[0].number}: {self.rules[0].description}"
@@ -97,6 +109,8 @@ class StageReason:
     def short(self) -> str:
         """A word or two for a waterfall row, where the tree shows the ancestor: "rule 1",
         "rules" (one each side of a first token), "inherited", "no-stage rule 2"."""
+        if self.kind == DECLARED:
+            return "declared"
         if self.kind == RULE:
             return f"rule {self.rules[0].number}" if len(self.rules) == 1 else "rules"
         if self.kind == NO_STAGE_RULE:
@@ -125,6 +139,8 @@ def stage_reason(
     stages = _stages(match)
     if match.rule is not None and match.no_stage:
         return StageReason(NO_STAGE_RULE, (None,), (labels[match.rule],))
+    if match.rule is not None and matcher.is_declared_rule(match.rule):
+        return StageReason(DECLARED, stages, (labels[match.rule],))
     if match.rule is not None:
         rules = [labels[match.rule]]
         after = _after_rule(span, match, matcher)

@@ -10,7 +10,8 @@ import secrets
 API_TOKEN_PREFIX = "lbk_"  # noqa: S105 - a public marker, not a secret
 # A distinct prefix lets the REST API refuse ingest tokens by name, without a lookup.
 INGEST_TOKEN_PREFIX = "lbi_"  # noqa: S105 - a public marker, not a secret
-# … and refuse metrics tokens, which only scrape /metrics, everywhere else.
+# … and refuse metrics tokens, which only read figures (/metrics, /v1/budgets/…),
+# everywhere else.
 METRICS_TOKEN_PREFIX = "lbm_"  # noqa: S105 - a public marker, not a secret
 # Generated tokens are under 50 characters of URL-safe base64.
 TOKEN_MAX_CHARS = 200

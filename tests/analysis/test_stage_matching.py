@@ -388,3 +388,27 @@ def test_a_full_decision_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> N
             expected = ("ttft", "generation") if name.startswith("chat") else ("everything",) * 2
             match = matcher.match(one)
             assert (match.before_stage, match.after_stage) == expected
+
+
+def test_a_span_that_names_its_stage_goes_there_before_any_written_rule() -> None:
+    matcher = StageMatcher(RAG)
+    declared = span(
+        "s", None, 0, 100, name="chat", attributes={matching.DECLARED_STAGE: "everything"}
+    )
+    match = matcher.match(declared)
+    assert (match.before_stage, match.after_stage) == ("everything", "everything")
+    assert match.rule is not None
+    assert matcher.is_declared_rule(match.rule)
+    assert not matcher.is_no_stage_rule(match.rule)
+
+
+def test_a_span_naming_a_stage_the_pipeline_lacks_goes_on_to_the_written_rules() -> None:
+    matcher = StageMatcher(RAG)
+    unknown = span(
+        "s", None, 0, 100, name="chat", attributes={matching.DECLARED_STAGE: "rerank"},
+        events=(("first_token", 40),),
+    )  # fmt: skip
+    match = matcher.match(unknown)
+    assert (match.before_stage, match.after_stage) == ("ttft", "generation")
+    assert match.rule is not None
+    assert not matcher.is_declared_rule(match.rule)

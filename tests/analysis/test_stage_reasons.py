@@ -4,12 +4,14 @@ the span above it whose stage it inherited, a no-stage rule, or nothing."""
 from apps.analysis.attribution import attribute_trace
 from apps.analysis.stage_matching import (
     AFTER_FIRST_TOKEN,
+    DECLARED_STAGE,
     UNTIL_FIRST_TOKEN,
     RuleSpec,
     StageMatcher,
     StageSpec,
 )
 from apps.analysis.stage_reasons import (
+    DECLARED,
     INHERITED,
     NO_STAGE_RULE,
     RULE,
@@ -152,3 +154,26 @@ def test_an_after_first_token_rule_alone_leaves_the_start_untracked() -> None:
     assert reason.text(NAMES) == (
         "untracked until the first token, then Generation — rule 1: name = chat*, after first token"
     )
+
+
+def test_a_span_that_names_its_stage_says_so_and_its_children_inherit_it() -> None:
+    labels = (
+        *LABELS,
+        *(RuleLabel(0, slug, 0, f"{DECLARED_STAGE} = {slug}") for slug in NAMES),
+    )
+    spans = [
+        span("ask", None, 0, 500 * MS, name="POST /ask", kind="server"),
+        span("stage", "ask", 10 * MS, 300 * MS, name="rerank",
+             attributes={DECLARED_STAGE: "retrieval"}),
+        span("call", "stage", 20 * MS, 290 * MS, name="POST /rerank", kind="client"),
+    ]  # fmt: skip
+    by_id = {s.span_id: s for s in spans}
+    matches = attribute_trace(spans, MATCHER).matches
+    reason = stage_reason(
+        by_id["stage"], matches["stage"], matcher=MATCHER, labels=labels, by_id=by_id,
+        matches=matches,
+    )  # fmt: skip
+    assert (reason.kind, reason.stages) == (DECLARED, ("retrieval",))
+    assert reason.text(NAMES) == f"Retrieval — named by the span: {DECLARED_STAGE} = retrieval"
+    assert reason.short() == "declared"
+    assert matches["call"].inherited_from == "stage"

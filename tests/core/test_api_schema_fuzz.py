@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from apps.alerts.models import Incident
-from apps.teams.services import api_token_create, ingest_token_create
+from apps.teams.services import api_token_create, ingest_token_create, metrics_token_create
 from tests.builders.alerts import email_channel, rule, violation
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.builders.ingested_traces import build_explorer
@@ -57,6 +57,7 @@ class Known:
     trace_hex: str
     api_token: str
     ingest_token: str
+    metrics_token: str
 
 
 @pytest.fixture
@@ -71,7 +72,8 @@ def known(world: TeamWorld, settings: Any) -> Known:
     explorer = build_explorer(world)
     _, api_raw = api_token_create(user=world.owner, name="schema fuzz")
     _, ingest_raw = ingest_token_create(team=world.team, name="schema fuzz", created_by=None)
-    return Known(world, bytes(explorer.ok.trace_id).hex(), api_raw, ingest_raw)
+    _, metrics_raw = metrics_token_create(team=world.team, name="schema fuzz", created_by=None)
+    return Known(world, bytes(explorer.ok.trace_id).hex(), api_raw, ingest_raw, metrics_raw)
 
 
 def _objects(known: Known, n: int) -> dict[str, str]:
@@ -137,7 +139,10 @@ def _strategy(operation: Any, objects: dict[str, str]) -> st.SearchStrategy[tupl
 
 
 def _check(operation: Any, known: Known, n: int) -> None:
-    token = known.ingest_token if operation.path == "/api/v1/spans" else known.api_token
+    token = {
+        "/api/v1/spans": known.ingest_token,
+        "/v1/budgets/{pipeline_slug}": known.metrics_token,
+    }.get(operation.path, known.api_token)
 
     @settings(FUZZ, max_examples=EXAMPLES, deadline=None)
     @given(_strategy(operation, _objects(known, n)))
