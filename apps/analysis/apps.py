@@ -6,7 +6,7 @@ class AnalysisConfig(AppConfig):
     label = "analysis"
 
     def ready(self) -> None:
-        from apps.analysis.models import StageSample
+        from apps.analysis.models import Degradation, StageSample
         from apps.analysis.services.trace_analysis import traces_release
         from apps.core.models import QuarantineKind
         from apps.core.partitions import partitioned_table_register
@@ -14,3 +14,4 @@ class AnalysisConfig(AppConfig):
 
         quarantine_releaser_register(QuarantineKind.TRACE, traces_release)
         partitioned_table_register(StageSample._meta.db_table, "SAMPLE_RETENTION_DAYS")
+        partitioned_table_register(Degradation._meta.db_table, "SAMPLE_RETENTION_DAYS")

@@ -134,3 +134,57 @@ class Recompute(models.Model):
     @property
     def handled(self) -> int:
         return self.done + self.skipped + self.expired + self.failed
+
+
+class DegradationAction(models.IntegerChoices):
+    """What a client did to keep a request within its deadline (``docs/runtime.md``)."""
+
+    SKIP = 1, "skip"
+    FALLBACK = 2, "fallback"
+    HEDGE = 3, "hedge"
+    CAP = 4, "cap"
+    TIMEOUT = 5, "timeout"
+
+
+class DegradationWinner(models.IntegerChoices):
+    """Which attempt of a fallback or a hedge answered."""
+
+    NONE = 0, "—"
+    PRIMARY = 1, "primary"
+    FALLBACK = 2, "fallback"
+    FIRST = 3, "first"
+    SECOND = 4, "second"
+
+
+class Degradation(models.Model):
+    """One decision a client recorded on a trace of a pipeline: the degradation ledger.
+
+    Written by trace analysis beside the stage samples, from the spans' events named
+    ``latency_budget.decision``, and replaced with them; partitioned by day of trace start
+    like them. ``seq`` orders a trace's decisions by event time. ``rescued`` is the
+    trace's: it met the pipeline's deadline, and would not have without the time the
+    client estimates its decisions saved.
+    """
+
+    pk = models.CompositePrimaryKey("trace_pk", "seq", "start_ns")
+    trace_pk = models.BigIntegerField()
+    seq = models.PositiveSmallIntegerField()
+    start_ns = models.BigIntegerField(help_text="Start of the trace's root span.")
+    team_id = models.BigIntegerField()
+    pipeline_id = models.BigIntegerField()
+    stage_id = models.BigIntegerField()
+    action = models.PositiveSmallIntegerField(choices=DegradationAction.choices)
+    winner = models.PositiveSmallIntegerField(
+        choices=DegradationWinner.choices, default=DegradationWinner.NONE
+    )
+    saved_ns = models.BigIntegerField(help_text="The client's estimate of the time saved.")
+    e2e_ns = models.BigIntegerField(help_text="The trace's end-to-end time.")
+    rescued = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["pipeline_id", "start_ns"], name="degradation_pipeline_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"trace {self.trace_pk} stage {self.stage_id}: {self.get_action_display()}"

@@ -2,7 +2,10 @@
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from apps.analysis.degradations import SpanDecision
 
 
 # Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
@@ -12,7 +15,8 @@ class Span:
     """One span of a trace; times are integer nanoseconds since the epoch.
 
     ``kind`` is the OpenTelemetry span kind in any spelling ("client",
-    "SPAN_KIND_CLIENT"); ``events`` are ``(name, time_ns)`` pairs.
+    "SPAN_KIND_CLIENT"); ``events`` are ``(name, time_ns)`` pairs; ``decisions`` the
+    run-time client's decision events, read only where the ledger is written.
     """
 
     span_id: str
@@ -25,6 +29,7 @@ class Span:
     attributes: dict[str, Any] = field(default_factory=dict)
     events: tuple[tuple[str, int], ...] = ()
     status_error: bool = False
+    decisions: "tuple[SpanDecision, ...]" = ()
 
     @property
     def stop_ns(self) -> int:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import msgspec
 from django.db import connection
 
+from apps.analysis.degradations import DECISION_EVENT, SpanDecision, span_decision
 from apps.analysis.span_projection import PROJECTED_FIELDS, READ_BYTES_SQL, SpanProjection
 from apps.analysis.spans import Span
 from apps.core.sql_arrays import array_literal
@@ -43,7 +44,18 @@ def analysis_span(
         attributes or {},
         tuple([(e["name"], e["time_ns"]) for e in events]) if events else (),
         status == _ERROR,
+        _decisions(events) if events else (),
     )
+
+
+def _decisions(events: list[dict[str, Any]]) -> tuple[SpanDecision, ...]:
+    found = []
+    for event in events:
+        if event.get("name") == DECISION_EVENT:
+            decision = span_decision(event)
+            if decision is not None:
+                found.append(decision)
+    return tuple(found)
 
 
 SPAN_FIELDS = (

@@ -93,6 +93,12 @@ def ran_mark(team_id: int, stage_id: int) -> int:
     return pair_hash(team_id, _SHARE_KEY, f"{stage_id}:ran")
 
 
+def degraded_mark(team_id: int, stage_id: int | None = None) -> int:
+    """Carried by a trace on which a run-time client recorded a decision at the stage;
+    with no stage, at any."""
+    return pair_hash(team_id, _SHARE_KEY, f"{stage_id or 0}:degraded")
+
+
 def stage_marks(
     *, team_id: int, stage_id: int, wall_ns: int, critical_ns: int, e2e_ns: int
 ) -> tuple[int, ...]:
@@ -133,10 +139,12 @@ def trace_search_hashes(
     spans: Iterable[Span],
     stages: Iterable[tuple[int, int, int]] = (),
     e2e_ns: int = 0,
+    degraded: Iterable[int] = (),
 ) -> list[int]:
     """The sorted hashes of the trace's search set (see the module's docstring);
     ``spans`` are all of the trace's spans, the root among them; ``stages`` holds
-    (stage id, wall ns, critical-path ns) per stage sample.
+    (stage id, wall ns, critical-path ns) per stage sample; ``degraded`` the ids of the
+    stages a client recorded a decision at.
 
     Written for speed, as analysis calls it for every trace: one pass over the
     attributes, each distinct pair hashed once (``pair_hash`` remembers the common ones).
@@ -149,6 +157,10 @@ def trace_search_hashes(
                 e2e_ns=e2e_ns,
             )
         )  # fmt: skip
+    degraded_ids = set(degraded)
+    if degraded_ids:
+        hashes.add(degraded_mark(team_id))
+        hashes.update(degraded_mark(team_id, stage_id) for stage_id in degraded_ids)
     seen: set[tuple[str, str]] = set()
     spans = list(spans)
     # In any order: which pairs come first matters only past the cap (``_first_pairs``).

@@ -7,7 +7,7 @@ and each column keeps its largest value, so a latency spike is never averaged aw
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from apps.core.figures import format_ms
@@ -159,11 +159,13 @@ def line_chart(
     width: int = 720,
     height: int = 220,
     label: str = "",
+    value_format: Callable[[float], str] = format_ms,
 ) -> LineChart:
     """A latency line over ``[start, end)`` with its budget line and shaded periods.
 
     ``points`` start every ``step`` seconds; a point without samples breaks the line.
-    ``bands`` are (start, end, title) periods in epoch seconds.
+    ``bands`` are (start, end, title) periods in epoch seconds. ``value_format`` writes
+    the values of a line that is not of milliseconds.
     """
     plot = Plot(width=width, height=height)
     points = downsample_max(points, plot.inner_width)
@@ -191,9 +193,11 @@ def line_chart(
         placed.append((x, y))
         when = to_datetime(point.start).strftime("%Y-%m-%d %H:%M:%S UTC")
         samples = f"{point.count} sample{'s' if point.count != 1 else ''}"
-        title = f"{label} {format_ms(point.value)}".strip()
+        title = f"{label} {value_format(point.value)}".strip()
         markers.append(Marker(x, y, f"{title} at {when} ({samples})"))
-    y_ticks = [Tick(y_of(top * share), format_ms(top * share)) for share in (0, 0.25, 0.5, 0.75, 1)]
+    y_ticks = [
+        Tick(y_of(top * share), value_format(top * share)) for share in (0, 0.25, 0.5, 0.75, 1)
+    ]
     shaded = [
         Band(x_of(low), max(x_of(high) - x_of(low), 1.0), title)
         for low, high, title in bands

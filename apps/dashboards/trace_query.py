@@ -7,6 +7,8 @@ Every filter and the order live in the query string, so a list is a URL to share
 - ``min_duration_ms`` / ``max_duration_ms``: inclusive bounds on the end-to-end time;
 - ``stage`` (of the chosen pipeline) with ``stage_over_budget`` (its wall time above its
   budget) and/or ``min_critical_share`` (a percentage of the trace on the critical path);
+- ``degraded``: a run-time client recorded a decision on the trace (skip, fallback,
+  hedge, cap, timeout), at the chosen ``stage`` when one is;
 - ``attr=key=value``, repeatable, all must hold: some span of the trace (the root or any
   other) carried the pair (see ``apps.analysis.trace_search``);
 - ``window``: a named range back from now (``15m`` … ``30d``), or ``from``/``to`` (UTC,
@@ -72,6 +74,7 @@ class TraceQuery:
     stage: Stage | None = None
     stage_over_budget: bool = False
     min_critical_percent: int | None = None
+    degraded: bool = False
     attributes: tuple[tuple[str, str], ...] = ()
     window: str = ""  # "", a key of WINDOWS, or CUSTOM
 
@@ -233,6 +236,7 @@ def trace_query_clean(
         errors.add("max_duration_ms", "The longest duration must not be under the shortest.")
 
     stage, over_budget, share = _stage_filter(params, errors, pipeline, slug)
+    degraded = _flag(params, "degraded", errors)
     attributes = _attributes(params, errors)
     window, start_ns, end_ns = _time_range(params, errors, now)
 
@@ -265,19 +269,24 @@ def trace_query_clean(
         stage=stage,
         stage_over_budget=over_budget,
         min_critical_percent=share,
+        degraded=degraded,
         attributes=attributes,
         window=window,
     )
+
+
+def _flag(params: QueryParams, name: str, errors: _Errors) -> bool:
+    flag = _text(params, name, errors).lower()
+    if flag not in TRUE + FALSE:
+        errors.add(name, "Use true or false.")
+    return flag in TRUE
 
 
 def _stage_filter(
     params: QueryParams, errors: _Errors, pipeline: Pipeline | None, slug: str
 ) -> tuple[Stage | None, bool, int | None]:
     stage_slug = _text(params, "stage", errors)
-    flag = _text(params, "stage_over_budget", errors).lower()
-    if flag not in TRUE + FALSE:
-        errors.add("stage_over_budget", "Use true or false.")
-    over_budget = flag in TRUE
+    over_budget = _flag(params, "stage_over_budget", errors)
     share_percent = _whole_number(
         _text(params, "min_critical_share", errors), "min_critical_share", errors, 1, 100
     )

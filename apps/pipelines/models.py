@@ -120,6 +120,16 @@ class Pipeline(TimeStampedModel):
         percentile = max(budget, key=PERCENTILES.index)
         return percentile, budget[percentile]
 
+    @property
+    def deadline_ms(self) -> int | None:
+        """One request's end-to-end limit: the objective's threshold, else the budget of the
+        highest percentile set. A limit at the median would call half the requests late;
+        the objective's threshold is already a per-request limit."""
+        if self.objective_threshold_ms:
+            return self.objective_threshold_ms
+        headline = self.headline_budget
+        return None if headline is None else headline[1]
+
 
 class Stage(TimeStampedModel):
     """A named step of a pipeline with its own budget; spans reach it through its rules."""

@@ -24,9 +24,6 @@ DOCUMENT_VERSION = 1
 # Observed figures a client uses: the median for what a stage typically needs, the
 # tails for hedging and for what a late call would have cost.
 OBSERVED = ("p50", "p95", "p99")
-# The deadline comes from the tail: a deadline at the median would degrade half the
-# requests. The objective's threshold, when set, is already a per-request limit.
-DEADLINE_ORDER = ("p99", "p95", "p90", "p50")
 COMPUTE_WAIT_S = 2.0
 
 
@@ -34,13 +31,6 @@ COMPUTE_WAIT_S = 2.0
 class RuntimeDocument:
     body: bytes
     etag: str
-
-
-def pipeline_deadline_ms(pipeline: Pipeline) -> int | None:
-    if pipeline.objective_threshold_ms:
-        return pipeline.objective_threshold_ms
-    budget = pipeline.budget
-    return next((budget[p] for p in DEADLINE_ORDER if p in budget), None)
 
 
 def _observed(distribution: Distribution) -> dict[str, Any]:
@@ -84,7 +74,7 @@ def runtime_document_data(*, pipeline: Pipeline, now: float | None = None) -> di
     return {
         "version": DOCUMENT_VERSION,
         "pipeline": pipeline.slug,
-        "deadline_ms": pipeline_deadline_ms(pipeline),
+        "deadline_ms": pipeline.deadline_ms,
         "budget": {p: ms for p, ms in pipeline.budget.items() if p in PERCENTILES},
         "objective": objective,
         "observed": {"window_s": window_s, **_observed(figures.e2e)},

@@ -19,6 +19,7 @@ from django.db.models import (
 from apps.analysis.models import StageSample
 from apps.analysis.trace_search import (
     SHARE_STEPS,
+    degraded_mark,
     pair_hash,
     ran_mark,
     share_mark,
@@ -91,6 +92,15 @@ def traces_by_stage(
     for condition in conditions:
         traces = traces.filter(condition)
     return traces
+
+
+def traces_degraded(
+    traces: QuerySet[Trace], *, team_id: int, stage: Stage | None = None
+) -> QuerySet[Trace]:
+    """The traces on which a run-time client recorded a decision, at ``stage`` when
+    given (a skipped stage never ran, so this does not ask that it did)."""
+    mark = degraded_mark(team_id, None if stage is None else stage.pk)
+    return traces.filter(search_hashes__contains=[mark])
 
 
 def _one(sample: QuerySet[StageSample]) -> Subquery:

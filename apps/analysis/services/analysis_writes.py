@@ -12,7 +12,8 @@ from typing import Any
 
 from django.db import connection
 
-from apps.analysis.models import StageSample
+from apps.analysis.degradations import DEGRADATION_COLUMNS, DEGRADATION_TYPES, DegradationRow
+from apps.analysis.models import Degradation, StageSample
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.core.sql_arrays import array_literal
 from apps.ingest.models import Trace
@@ -27,7 +28,8 @@ SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", 
 
 
 def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
-    """Delete the samples of traces finalized before, found by their partition key too.
+    """Delete the samples and ledger rows of traces finalized before, found by their
+    partition key too.
 
     A first finalization has nothing to delete, and naming the old start times lets
     PostgreSQL look in their day partitions only, not in a month of them.
@@ -36,25 +38,28 @@ def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
         return
     trace_pks = [pk for pk, _ in refinalized]
     starts = sorted({start for _, start in refinalized if start is not None})
+    params = [array_literal(trace_pks), array_literal(starts)]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {StageSample._meta.db_table} "
-            "WHERE trace_pk = ANY(%s::bigint[]) AND start_ns = ANY(%s::bigint[])",
-            [array_literal(trace_pks), array_literal(starts)],
-        )
+        for table in (StageSample._meta.db_table, Degradation._meta.db_table):
+            cursor.execute(
+                f"DELETE FROM {table} "
+                "WHERE trace_pk = ANY(%s::bigint[]) AND start_ns = ANY(%s::bigint[])",
+                params,
+            )
 
 
-def _samples_copy(samples: list[SampleRow]) -> None:
-    """Binary COPY: thousands of samples per pass, without per-row ORM work."""
-    columns = ", ".join(SAMPLE_COLUMNS)
+def _rows_copy(
+    table: str, columns: Sequence[str], types: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Binary COPY: thousands of rows per pass, without per-row ORM work."""
+    if not rows:
+        return
     with connection.cursor() as django_cursor:
         cursor = django_cursor.cursor
-        with cursor.copy(
-            f"COPY {StageSample._meta.db_table} ({columns}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(list(SAMPLE_TYPES))
-            for sample in samples:
-                copy.write_row(sample)
+        with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(types))
+            for row in rows:
+                copy.write_row(row)
 
 
 def _traces_update(traces: list[Trace], now: datetime) -> None:
@@ -109,20 +114,22 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
 
 
 def analyzed_write(
-    group: Sequence[tuple[Trace, list[SampleRow]]],
+    group: Sequence[tuple[Trace, list[SampleRow], list[DegradationRow]]],
     before: dict[int, tuple[int, int | None, int | None]],
     now: datetime,
-) -> Sequence[tuple[Trace, list[SampleRow]]]:
-    """Replace the samples of these analyzed traces and store what analysis found."""
-    traces = [trace for trace, _ in group]
-    samples = [row for _, rows in group for row in rows]
+) -> None:
+    """Replace the samples and ledger rows of these analyzed traces and store what
+    analysis found."""
+    traces = [trace for trace, _, _ in group]
+    samples = [row for _, rows, _ in group for row in rows]
+    degradations = [row for _, _, rows in group for row in rows]
     seen = [before[t.pk] for t in traces if before[t.pk][0]]
     # A trace finalized before may have counted in another pipeline or bucket.
     refinalized = [(t.pk, before[t.pk][2]) for t in traces if before[t.pk][0]]
     touched: set[tuple[int | None, int | None]] = {(pipeline, start) for _, pipeline, start in seen}
     touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
     _samples_delete(refinalized)
-    _samples_copy(samples)
+    _rows_copy(StageSample._meta.db_table, SAMPLE_COLUMNS, SAMPLE_TYPES, samples)
+    _rows_copy(Degradation._meta.db_table, DEGRADATION_COLUMNS, DEGRADATION_TYPES, degradations)
     _traces_update(traces, now)
     dirty_buckets_mark(touched)
-    return group

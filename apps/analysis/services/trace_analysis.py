@@ -20,6 +20,7 @@ from django.conf import settings
 
 from apps.analysis.attribution import attribute_spans
 from apps.analysis.critical_path import find_root
+from apps.analysis.degradations import DegradationRow, degradation_rows
 from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.analysis_writes import SampleRow, analyzed_write
 from apps.analysis.spans import Span, unique_spans
@@ -35,8 +36,8 @@ from apps.pipelines.selectors import with_rules
 
 logger = logging.getLogger(__name__)
 
-# A trace analyzed, with the stage samples it gets.
-Analyzed = tuple[Trace, list[SampleRow]]
+# A trace analyzed, with the stage samples and the ledger rows it gets.
+Analyzed = tuple[Trace, list[SampleRow], list[DegradationRow]]
 
 
 @dataclass
@@ -52,7 +53,7 @@ def analysis_result(outcome: PassOutcome[Trace, Sequence[Analyzed]]) -> Analysis
     """The counts of what commits with an analysis pass."""
     result = AnalysisResult(quarantined=len(outcome.quarantined))
     for group in outcome.written:
-        for trace, samples in group:
+        for trace, samples, _ in group:
             result.traces += 1
             result.samples += len(samples)
             result.matched += trace.pipeline_id is not None
@@ -89,7 +90,7 @@ class TraceAnalysis(IsolatedPass[Trace, Analyzed, Sequence[Analyzed]]):
         router = self.routers[item.team_id]
         if isinstance(router, Exception):
             raise router
-        return item, _analyse_one(item, self.spans.get(item.pk, []), router, self.now, self.idle)
+        return item, *_analyse_one(item, self.spans.get(item.pk, []), router, self.now, self.idle)
 
     def write(self, group: Sequence[Analyzed]) -> Sequence[Analyzed]:
         analyzed_write(group, self.before, self.now)
@@ -135,7 +136,7 @@ def trace_quarantine(trace: Trace, exc: BaseException) -> None:
 
 def _analyse_one(
     trace: Trace, spans: list[Span], router: PipelineRouter, now: datetime, idle: datetime
-) -> list[SampleRow]:
+) -> tuple[list[SampleRow], list[DegradationRow]]:
     trace.incomplete = trace.root_span_id is None
     # With its root and a span after ``idle`` it is settled: final later, with no write.
     settled = not trace.incomplete and trace.last_span_at > idle
@@ -144,45 +145,47 @@ def _analyse_one(
     trace.revision += 1
     trace.pipeline_id = None  # the id, not the relation: its descriptor costs more
     if not spans:
-        return []
+        return [], []
     by_id = unique_spans(spans)
     root = find_root(by_id)
     trace.root_name, trace.root_service = root.name[:500], root.service[:200]
     trace.start_ns, trace.end_ns = root.start_ns, root.stop_ns
     trace.error = any(span.status_error for span in spans)
-    samples = _samples(trace, by_id, root, router)
-    # Sample rows hold (…, stage id at 1, …, wall at 5, critical-path time at 6, …).
+    samples, degradations = _samples(trace, by_id, root, router)
+    # Sample rows hold (…, stage id at 1, …, wall at 5, critical-path time at 6, …);
+    # ledger rows the stage id at 5.
     trace.search_hashes = trace_search_hashes(
         team_id=trace.team_id,
         root=root,
         spans=by_id.values(),
         stages=[(row[1], row[5], row[6]) for row in samples],
         e2e_ns=root.duration_ns,
+        degraded=[row[5] for row in degradations],
     )
-    return samples
+    return samples, degradations
 
 
 def _samples(
     trace: Trace, by_id: dict[str, Span], root: Span, router: PipelineRouter
-) -> list[SampleRow]:
+) -> tuple[list[SampleRow], list[DegradationRow]]:
     compiled = router.route(root)
     if compiled is None:
         trace.untracked_critical_ns = root.duration_ns
-        return []
+        return [], []
     trace.pipeline_id = compiled.pipeline.pk
     attribution = attribute_spans(by_id, root, compiled.matcher)
     trace.untracked_critical_ns = attribution.untracked_critical_ns
     trace.error = attribution.error
     if trace.incomplete:
         # Without its root the end-to-end time is unknown: keep the trace, skip samples.
-        return []
+        return [], []
     trace_pk, team_id, pipeline_id, stage_ids = (
         trace.pk,
         trace.team_id,
         trace.pipeline_id,
         compiled.stage_ids,
     )
-    return [
+    samples: list[SampleRow] = [
         (
             trace_pk,
             stage_ids[slug],
@@ -196,3 +199,8 @@ def _samples(
         )
         for slug, stage in attribution.stages.items()
     ]
+    degradations = degradation_rows(
+        trace_pk, team_id, pipeline_id, root, by_id.values(), stage_ids,
+        compiled.pipeline.deadline_ms,
+    )  # fmt: skip
+    return samples, degradations

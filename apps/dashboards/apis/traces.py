@@ -105,6 +105,11 @@ class TraceListApi(ApiView):
                 "min_critical_share", OpenApiTypes.INT,
                 "The stage's share of the trace's critical path, at least this percentage.",
             ),
+            _query(
+                "degraded", OpenApiTypes.BOOL,
+                "A run-time client recorded a decision on the trace (skip, fallback, hedge, "
+                "cap, timeout): at the `stage` when one is given, else at any stage.",
+            ),
             OpenApiParameter(
                 "attr", OpenApiTypes.STR, OpenApiParameter.QUERY, many=True,
                 explode=True,

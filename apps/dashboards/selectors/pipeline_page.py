@@ -19,6 +19,7 @@ from apps.dashboards.charts import (
     stacked_bar,
 )
 from apps.dashboards.ranges import Range
+from apps.dashboards.selectors.degradations_panel import DegradationPanel, degradation_panel
 from apps.dashboards.selectors.figures import (
     PipelineFigures,
     StageFigures,
@@ -136,6 +137,7 @@ class PipelinePage:
     objective: ObjectiveStatus | None
     # Traces of the range that started before this were analysed with earlier rules.
     earlier_rules_until: datetime | None
+    degradations: DegradationPanel
 
     @property
     def e2e_violation(self) -> Violation | None:
@@ -202,5 +204,11 @@ def pipeline_page(
         objective=pipeline_objective_status(pipeline=pipeline, now=now),
         earlier_rules_until=figures_predate_rules(
             pipeline=pipeline, start=range_.start, end=range_.end
+        ),
+        degradations=degradation_panel(
+            pipeline=pipeline,
+            range_=range_,
+            requests=figures.e2e.count,
+            stages=[row.stage for row in figures.stages],
         ),
     )

@@ -9,6 +9,7 @@ from apps.analysis.selectors.recompute import figures_predate_rules
 from apps.analysis.selectors.samples import SlowSample, slowest_samples
 from apps.dashboards.charts import Histogram, LineChart, histogram
 from apps.dashboards.ranges import Range
+from apps.dashboards.selectors.degradations_panel import DegradationPanel, degradation_panel
 from apps.dashboards.selectors.figures import StageFigures, pipeline_figures
 from apps.dashboards.selectors.pipeline_page import (
     percentile_chart,
@@ -36,6 +37,7 @@ class StagePage:
     # Traces of the range that started before this were analysed with earlier rules.
     earlier_rules_until: datetime | None
     traces: int  # of the pipeline in the range, with a span in this stage or not
+    degradations: DegradationPanel
 
     @property
     def open_violation(self) -> Violation | None:
@@ -110,5 +112,12 @@ def stage_page(
         budget_shown=budget_shown,
         earlier_rules_until=figures_predate_rules(
             pipeline=pipeline, start=range_.start, end=range_.end
+        ),
+        degradations=degradation_panel(
+            pipeline=pipeline,
+            range_=range_,
+            requests=percentiles.e2e.count,
+            stages=[stage],
+            stage=stage,
         ),
     )

@@ -5,7 +5,11 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from apps.analysis.models import StageSample
-from apps.analysis.selectors.search import traces_by_stage, traces_with_attributes
+from apps.analysis.selectors.search import (
+    traces_by_stage,
+    traces_degraded,
+    traces_with_attributes,
+)
 from apps.core.time import NS_PER_MS, ns_to_ms
 from apps.dashboards.trace_query import TraceQuery
 from apps.ingest.models import Trace
@@ -42,7 +46,10 @@ def trace_list_page(*, team: Team, query: TraceQuery, limit: int) -> TraceListPa
     """The page ``query`` asks for, ``limit`` traces at most."""
 
     def narrow(traces: QuerySet[Trace]) -> QuerySet[Trace]:
-        if query.stage is not None:
+        if query.degraded:
+            traces = traces_degraded(traces, team_id=team.pk, stage=query.stage)
+        stage_figures = query.stage_over_budget or query.min_critical_percent is not None
+        if query.stage is not None and (stage_figures or not query.degraded):
             traces = traces_by_stage(
                 traces,
                 team_id=team.pk,
@@ -59,7 +66,7 @@ def trace_list_page(*, team: Team, query: TraceQuery, limit: int) -> TraceListPa
         cursor=query.cursor,
         limit=limit,
         # Only these read the search set, whose plan the list chooses itself.
-        narrow=narrow if query.stage is not None or query.attributes else None,
+        narrow=narrow if query.stage is not None or query.attributes or query.degraded else None,
     )
     return TraceListPage(page, _stage_times(query, page))
 

@@ -64,6 +64,9 @@ class TraceFilterForm(forms.Form):
     min_critical_share = forms.CharField(
         required=False, label="Critical-path share ≥ (%)", widget=_number(1, 100)
     )
+    degraded = forms.CharField(
+        required=False, label="Degraded by the client", widget=forms.CheckboxInput
+    )
     attr = forms.CharField(required=False, label="Attribute")
     sort = forms.CharField(required=False, label="Order", widget=_select(list(TraceSort.choices)))
     cursor = forms.CharField(required=False, label="Page", widget=forms.HiddenInput)
