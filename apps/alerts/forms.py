@@ -151,10 +151,10 @@ class RuleForm(forms.Form):
     # Numbers are read here and checked by alert_rule_clean, through the services; the
     # bounds only guide the browser's number inputs.
     violation_for_minutes = forms.IntegerField(
-        label="Over budget for (minutes)",
+        label="For (minutes)",
         initial=0,
         widget=forms.NumberInput(attrs={"min": 0, "max": AlertRule.MAX_VIOLATION_MINUTES}),
-        help_text="0 fires at the first violation.",
+        help_text="How long the condition holds before the rule fires; 0 fires at once.",
     )
     violation_factor = forms.DecimalField(
         label="Only at (times the budget)",
@@ -177,6 +177,21 @@ class RuleForm(forms.Form):
         widget=forms.Select(choices=[("", "any percentile"), *((p, p) for p in PERCENTILES)]),
         help_text="Optional: fire only on the violations of this percentile's budget, such as "
         "p99 for a page while p95 only warns.",
+    )
+    degradation_percent = forms.DecimalField(
+        label="Degraded requests over (%)",
+        required=False,
+        widget=forms.NumberInput(
+            attrs={
+                "step": "0.1",
+                "placeholder": "20",
+                "min": AlertRule.MIN_DEGRADATION_PERCENT,
+                "max": AlertRule.MAX_DEGRADATION_PERCENT,
+            }
+        ),
+        help_text="For a degradation rate: fire when at least this share of the requests in "
+        "the evaluation window had a run-time decision (skip, fallback, hedge, cap, timeout) "
+        "in scope.",
     )
     severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.WARNING)
     channels = forms.MultipleChoiceField(
@@ -257,6 +272,7 @@ class RuleForm(forms.Form):
             "violation_for_minutes": rule.violation_for_minutes,
             "violation_factor": rule.violation_factor,
             "violation_percentile": rule.violation_percentile,
+            "degradation_percent": rule.degradation_percent,
             "severity": rule.severity,
             "channels": [channel.slug for channel in rule.channels.all()],
             "renotify_minutes": rule.renotify_minutes,

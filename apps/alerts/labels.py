@@ -38,14 +38,26 @@ def _percentiles(rule: AlertRule) -> str:
     return ""
 
 
+def _lasting(words: str, minutes: int) -> str:
+    return f"{words} for {minutes} min" if minutes else f"{words}, at once"
+
+
 def condition_words(rule: AlertRule) -> str:
     """The condition in a few words: "p95 over budget for 2 min", "p95 at 1.5 times the
-    budget" (with the multiplication sign), "burn rate, SRE defaults"."""
+    budget" (with the multiplication sign), "burn rate, SRE defaults", "degradation rate
+    at least 20 % for 5 min"."""
     if rule.condition == ConditionKind.BURN_RATE:
         pairs = len(rule.burn_windows)
         if not pairs:
             return "burn rate, SRE defaults"
         return f"burn rate, {pairs} window pair{'s' if pairs != 1 else ''} of its own"
+    if rule.condition == ConditionKind.DEGRADATION:
+        subject = "degradation rate"
+        if rule.scope == RuleScope.ANY_STAGE:
+            subject = f"a stage's {subject}"
+        percent = rule.degradation_percent
+        shown = factor_text(percent) if percent is not None else "?"
+        return _lasting(f"{subject} at least {shown} %", rule.violation_for_minutes)
     subject = "a stage" if rule.scope == RuleScope.ANY_STAGE else _percentiles(rule)
     if rule.violation_percentile:
         percentile = rule.violation_percentile
@@ -58,8 +70,7 @@ def condition_words(rule: AlertRule) -> str:
         words = "over budget"
     if subject:
         words = f"{subject} {words}"
-    minutes = rule.violation_for_minutes
-    return f"{words} for {minutes} min" if minutes else f"{words}, at once"
+    return _lasting(words, rule.violation_for_minutes)
 
 
 def scope_words(rule: AlertRule) -> str:

@@ -8,6 +8,8 @@ a unique idempotency key, and each try to send it is a ``DeliveryAttempt``. Each
 of an e-mail channel is a ``ChannelRecipient`` with its answer to the confirmation e-mail.
 """
 
+from decimal import Decimal
+
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -147,6 +149,7 @@ class RuleScope(models.TextChoices):
 class ConditionKind(models.TextChoices):
     VIOLATION = "violation", "budget violation"
     BURN_RATE = "burn_rate", "objective burn rate"
+    DEGRADATION = "degradation", "degradation rate"
 
 
 class Severity(models.TextChoices):
@@ -162,18 +165,23 @@ class NoDataPolicy(models.TextChoices):
 
 
 class AlertRule(TimeStampedModel):
-    """When to tell whom about one pipeline's budgets or objective.
+    """When to tell whom about one pipeline's budgets, objective or degradations.
 
     ``burn_windows`` lists ``{"long_s", "short_s", "factor", "severity"}`` pairs for
     burn-rate rules: the condition holds when the burn rate is at least ``factor`` over
-    both windows of a pair (empty: the SRE workbook's three pairs). ``no_data_after_s``
-    empty means three of the pipeline's evaluation windows.
+    both windows of a pair (empty: the SRE workbook's three pairs). A degradation rule
+    fires when at least ``degradation_percent`` of the requests in the evaluation window
+    had a run-time client's decision (skip, fallback, hedge, cap, timeout) in scope, for
+    ``violation_for_minutes``. ``no_data_after_s`` empty means three of the pipeline's
+    evaluation windows.
     """
 
     # The bounds of the rule's numbers, checked by ``apps.alerts.rule_clean`` alone.
     MAX_VIOLATION_MINUTES = 1440
     MIN_FACTOR, MAX_FACTOR = 1, 100
     FACTOR_DECIMALS = 2
+    MIN_DEGRADATION_PERCENT, MAX_DEGRADATION_PERCENT = Decimal("0.1"), Decimal(100)
+    DEGRADATION_DECIMALS = 1
     MAX_RENOTIFY_MINUTES = 10080  # a week
     MIN_NO_DATA_AFTER_S, MAX_NO_DATA_AFTER_S = 30, 86400
 
@@ -188,7 +196,7 @@ class AlertRule(TimeStampedModel):
         "pipelines.Stage", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     condition = models.CharField(
-        max_length=10, choices=ConditionKind.choices, default=ConditionKind.VIOLATION
+        max_length=20, choices=ConditionKind.choices, default=ConditionKind.VIOLATION
     )
     violation_for_minutes = models.PositiveIntegerField(default=0)
     violation_factor = models.DecimalField(
@@ -205,6 +213,13 @@ class AlertRule(TimeStampedModel):
         help_text="Only the violations of this percentile's budget; empty: any percentile.",
     )
     burn_windows = models.JSONField(default=list, blank=True)
+    degradation_percent = models.DecimalField(
+        max_digits=4,
+        decimal_places=1,
+        null=True,
+        blank=True,
+        help_text="A degradation rule: the share of requests with a decision, in percent.",
+    )
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
     channels = models.ManyToManyField(Channel, blank=True, related_name="rules")
     renotify_minutes = models.PositiveIntegerField(default=240, help_text="0: never remind.")

@@ -13,7 +13,7 @@ class RuleFacts(TypedDict):
     slug: str
     name: str
     severity: str  # info | warning | critical (the incident's, for burn-rate pairs)
-    condition: str  # violation | burn_rate
+    condition: str  # violation | burn_rate | degradation
     scope: str  # e2e | any_stage | stage:<slug>
 
 
@@ -46,6 +46,18 @@ class BurnRateFacts(TypedDict):
     severity: str
 
 
+class DegradationFacts(TypedDict):
+    """A degradation rule's figures over its window: requests a run-time client degraded."""
+
+    rate_percent: float  # of the window's requests, with a decision in scope (latest)
+    peak_rate_percent: float  # the highest while it fired
+    threshold_percent: float  # the rule's
+    degraded: int  # requests with a decision in scope
+    requests: int  # the pipeline's requests in the window
+    by_action: dict[str, int]  # decisions by action (skip, fallback, ...), largest first
+    by_stage: dict[str, int]  # end to end: degraded requests by stage slug; else empty
+
+
 class Links(TypedDict):
     dashboard: str
     incident: str | None
@@ -72,9 +84,12 @@ class Payload(TypedDict):
     over_by_ms: float | None
     window_s: int
     burn_rates: list[BurnRateFacts]  # the pairs that hold, burn-rate rules only
+    degradation: DegradationFacts | None  # degradation rules only
     top_stages: list[StageShare]  # by critical-path share, largest first, up to 5
     example_trace_ids: list[str]  # hex, slowest first
     links: Links
     # One line: "rag-chat · stage retrieval p95 812 ms over its 500 ms budget"; once
-    # resolved "rag-chat · stage retrieval p95 431 ms, back under its 500 ms budget".
+    # resolved "rag-chat · stage retrieval p95 431 ms, back under its 500 ms budget";
+    # "rag-chat · stage rerank degraded on 34.0 % of 812 requests over 5 min (threshold
+    # 20 %): 270 fallback, 6 skip".
     summary: str

@@ -28,6 +28,18 @@ BURN_RATE_SCOPE = (
     "A burn-rate condition watches the pipeline's objective, which is end to end: use scope e2e."
 )
 BURN_RATE_PERCENTILE = "Belongs to a violation condition: a burn rate watches the objective."
+DEGRADATION_REQUIRED = (
+    "Must be given for a degradation condition: the share of requests with a decision, such as 20."
+)
+DEGRADATION_ONLY = {
+    ConditionKind.VIOLATION: "Belongs to a degradation condition: a violation compares a "
+    "percentile with its budget.",
+    ConditionKind.BURN_RATE: "Belongs to a degradation condition: a burn rate watches the "
+    "objective.",
+}
+VIOLATION_ONLY = (
+    "Belongs to a violation condition: a degradation rate has no budget to compare with."
+)
 _CHOICES = {
     "scope": RuleScope.values,
     "condition": ConditionKind.values,
@@ -58,7 +70,10 @@ def _within(value: Any, low: int, high: int, unit: str, text: str) -> int:
     return int(value)
 
 
-def _factor(value: Any) -> Decimal | None:
+def _decimal(
+    value: Any, *, low: Decimal | int, high: Decimal | int, decimals: int, unit: str, invalid: str
+) -> Decimal | None:
+    """A number of at most ``decimals`` decimals within ``[low, high]``, or None when empty."""
     if value is None or value == "":
         return None
     number: Decimal | None = None
@@ -68,18 +83,42 @@ def _factor(value: Any) -> Decimal | None:
         except InvalidOperation:
             number = None
     if number is None or not number.is_finite():
-        raise ValidationError("Must be a number of times the budget, such as 1.5.", code="invalid")
-    low, high = AlertRule.MIN_FACTOR, AlertRule.MAX_FACTOR
+        raise ValidationError(invalid, code="invalid")
     if not low <= number <= high:
         shown = value if isinstance(value, int | float) and math.isfinite(value) else number
+        said = f"Must be between {low} and {high} {unit}, not {shown}."
         raise ValidationError(
-            f"Must be between {low} and {high} times the budget, not {shown}.",
+            # Django puts the params into the message with %: a % of its own is doubled.
+            said.replace("%", "%%"),
             code=OUT_OF_RANGE,
-            params={"low": low, "high": high, "unit": "times"},
+            params={"low": low, "high": high, "unit": unit},
         )
-    if number != number.quantize(Decimal(1).scaleb(-AlertRule.FACTOR_DECIMALS)):
-        raise ValidationError(f"Has at most {AlertRule.FACTOR_DECIMALS} decimals.", code="decimals")
+    if number != number.quantize(Decimal(1).scaleb(-decimals)):
+        said = "decimal" if decimals == 1 else "decimals"
+        raise ValidationError(f"Has at most {decimals} {said}.", code="decimals")
     return number
+
+
+def _factor(value: Any) -> Decimal | None:
+    return _decimal(
+        value,
+        low=AlertRule.MIN_FACTOR,
+        high=AlertRule.MAX_FACTOR,
+        decimals=AlertRule.FACTOR_DECIMALS,
+        unit="times the budget",
+        invalid="Must be a number of times the budget, such as 1.5.",
+    )
+
+
+def _degradation_percent(value: Any) -> Decimal | None:
+    return _decimal(
+        value,
+        low=AlertRule.MIN_DEGRADATION_PERCENT,
+        high=AlertRule.MAX_DEGRADATION_PERCENT,
+        decimals=AlertRule.DEGRADATION_DECIMALS,
+        unit="% of requests",
+        invalid="Must be a percentage of requests, such as 20.",
+    )
 
 
 def _one(name: str, value: Any) -> Any:
@@ -96,6 +135,8 @@ def _one(name: str, value: Any) -> Any:
         )
     if name == "violation_factor":
         return _factor(value)
+    if name == "degradation_percent":
+        return _degradation_percent(value)
     if name == "violation_percentile":
         if value is None or value == "":
             return ""
@@ -140,13 +181,36 @@ def alert_rule_clean(values: Mapping[str, Any]) -> dict[str, Any]:
             cleaned[name] = _one(name, value)
         except ValidationError as exc:
             errors[name] = exc.error_list
-    burn_rate = cleaned.get("condition") == ConditionKind.BURN_RATE
-    if burn_rate and cleaned.get("scope", RuleScope.E2E) != RuleScope.E2E:
-        errors.setdefault("scope", []).append(ValidationError(BURN_RATE_SCOPE, code="scope"))
-    if burn_rate and cleaned.get("violation_percentile"):
-        errors.setdefault("violation_percentile", []).append(
-            ValidationError(BURN_RATE_PERCENTILE, code="burn_rate")
-        )
+    for name, message in _across(values, cleaned, errors):
+        errors.setdefault(name, []).append(ValidationError(message, code="condition"))
     if errors:
         raise ValidationError(errors)
     return cleaned
+
+
+def _across(
+    values: Mapping[str, Any], cleaned: dict[str, Any], errors: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """What the condition says of the other fields given with it: (field, message)."""
+    condition = cleaned.get("condition")
+    found: list[tuple[str, str]] = []
+    if condition == ConditionKind.BURN_RATE:
+        if cleaned.get("scope", RuleScope.E2E) != RuleScope.E2E:
+            found.append(("scope", BURN_RATE_SCOPE))
+        if cleaned.get("violation_percentile"):
+            found.append(("violation_percentile", BURN_RATE_PERCENTILE))
+    if condition == ConditionKind.DEGRADATION:
+        # Given and empty: a degradation rule without its threshold would never be judged.
+        if (
+            "degradation_percent" in values
+            and "degradation_percent" not in errors
+            and cleaned["degradation_percent"] is None
+        ):
+            found.append(("degradation_percent", DEGRADATION_REQUIRED))
+        if cleaned.get("violation_factor") is not None:
+            found.append(("violation_factor", VIOLATION_ONLY))
+        if cleaned.get("violation_percentile"):
+            found.append(("violation_percentile", VIOLATION_ONLY))
+    elif condition in DEGRADATION_ONLY and cleaned.get("degradation_percent") is not None:
+        found.append(("degradation_percent", DEGRADATION_ONLY[condition]))
+    return found

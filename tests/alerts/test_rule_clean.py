@@ -99,6 +99,12 @@ def alerting(world: TeamWorld) -> Alerting:
             "condition: {violation_for_minutes: 0, percentile: p98}",
             "must be one of p50, p90, p95, p99, or empty for any percentile.",
         ),
+        (
+            {"condition": "degradation", "degradation_percent": "0", "scope": "e2e", "stage": ""},
+            {"condition": {"degradation": {"over_percent": 0}}},
+            "condition: {degradation: {over_percent: 0}}",
+            "must be between 0.1 and 100 % of requests, not 0.",
+        ),
     ],
 )
 def test_the_form_the_api_and_the_file_say_the_same(

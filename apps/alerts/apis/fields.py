@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.alerts.condition_data import violation_condition_data
+from apps.alerts.condition_data import degradation_condition_data, violation_condition_data
 from apps.alerts.models import (
     AlertRule,
     ConditionKind,
@@ -26,6 +26,7 @@ VIOLATION_AT_ONCE = {
     "violation_factor": None,
     "violation_percentile": "",
     "burn_windows": [],
+    "degradation_percent": None,
 }
 SCOPE_RE = re.compile(r"^(e2e|any_stage|stage:[-a-z0-9]{1,50})$")
 
@@ -106,6 +107,36 @@ CONDITION_SCHEMA = {
             "required": ["burn_rate"],
             "additionalProperties": False,
         },
+        {
+            "type": "object",
+            "title": "degradation",
+            "properties": {
+                "degradation": {
+                    "type": "object",
+                    "properties": {
+                        "over_percent": {
+                            "type": "number",
+                            "minimum": float(AlertRule.MIN_DEGRADATION_PERCENT),
+                            "maximum": float(AlertRule.MAX_DEGRADATION_PERCENT),
+                            "description": "Fires when at least this share of the requests "
+                            "in the evaluation window had a run-time client's decision in "
+                            "scope (one decimal at most).",
+                        },
+                        "for_minutes": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "maximum": AlertRule.MAX_VIOLATION_MINUTES,
+                            "description": "How long the share must stay over; 0 (the "
+                            "default) fires at once.",
+                        },
+                    },
+                    "required": ["over_percent"],
+                    "additionalProperties": False,
+                }
+            },
+            "required": ["degradation"],
+            "additionalProperties": False,
+        },
     ],
     "example": {"violation_for_minutes": 2, "factor": 1.5},
 }
@@ -121,43 +152,72 @@ CONDITION_KEYS = {
     "violation_factor": "factor",
     "violation_percentile": "percentile",
 }
+DEGRADATION_KEYS = {"degradation_percent": "over_percent", "violation_for_minutes": "for_minutes"}
+CONDITIONS = ("burn_rate", "degradation")
+_EXAMPLES = (
+    '{"violation_for_minutes": 2}, {"burn_rate": "default"} or '
+    '{"degradation": {"over_percent": 20, "for_minutes": 5}}'
+)
 
 
-def condition_clean(fields: dict[str, Any]) -> dict[str, Any]:
+def condition_clean(
+    fields: dict[str, Any], keys: Mapping[str, str] = CONDITION_KEYS
+) -> dict[str, Any]:
     """The condition's fields checked by ``alert_rule_clean``, its errors said of the keys
-    the API names (a burn window's message names its window)."""
+    the API names (``keys``, by rule field; a burn window's message names its window)."""
     try:
         return alert_rule_clean(fields)
     except DjangoValidationError as exc:
         messages = [
-            message if name == "burn_windows" else subject_message(CONDITION_KEYS[name], message)
+            subject_message(keys[name], message) if name in keys else message
             for name, errors in exc.message_dict.items()
             for message in errors
         ]
         raise serializers.ValidationError(messages) from None
 
 
+def _degradation(data: Any) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise _invalid('degradation is an object: {"over_percent": 20, "for_minutes": 5}.')
+    unknown = sorted(set(data) - set(DEGRADATION_KEYS.values()))
+    if unknown:
+        raise _invalid(f"Unknown key {', '.join(map(str, unknown))} in degradation.")
+    fields = {
+        "condition": ConditionKind.DEGRADATION,
+        "degradation_percent": data.get("over_percent"),
+        "violation_for_minutes": data.get("for_minutes", 0),
+    }
+    return {
+        **condition_clean(fields, DEGRADATION_KEYS),
+        "violation_factor": None,
+        "violation_percentile": "",
+        "burn_windows": [],
+    }
+
+
 @extend_schema_field(CONDITION_SCHEMA)
 class ConditionField(serializers.Field):
-    """``{"violation_for_minutes": 2, "factor": 1.5}``, ``{"burn_rate": "default"}`` or
-    ``{"burn_rate": [{"long_s": 3600, "short_s": 300, "factor": 14.4, "severity": …}]}``;
-    read as the rule fields the services take, the whole condition at once."""
+    """``{"violation_for_minutes": 2, "factor": 1.5}``, ``{"burn_rate": "default"}``,
+    ``{"burn_rate": [{"long_s": 3600, "short_s": 300, "factor": 14.4, "severity": …}]}``
+    or ``{"degradation": {"over_percent": 20, "for_minutes": 5}}``; read as the rule
+    fields the services take, the whole condition at once."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, Mapping) or not data:
-            raise _invalid(
-                'A condition is an object: {"violation_for_minutes": 2} or '
-                '{"burn_rate": "default"}.'
-            )
-        unknown = sorted(set(data) - {*CONDITION_KEYS.values(), "burn_rate"})
+            raise _invalid(f"A condition is an object: {_EXAMPLES}.")
+        unknown = sorted(set(data) - {*CONDITION_KEYS.values(), *CONDITIONS})
         if unknown:
             raise _invalid(f"Unknown key {', '.join(map(str, unknown))}.")
-        if "burn_rate" in data:
-            if len(data) > 1:
-                raise _invalid(
-                    "A condition is a violation (violation_for_minutes, factor, percentile) "
-                    "or a burn_rate, not both."
-                )
+        kind = next((key for key in CONDITIONS if key in data), None)
+        if kind is not None and len(data) > 1:
+            other = next(str(key) for key in data if key != kind)
+            raise _invalid(
+                "A condition is a violation (violation_for_minutes, factor, percentile), a "
+                f"burn_rate or a degradation: not both {kind} and {other}."
+            )
+        if kind == "degradation":
+            return _degradation(data["degradation"])
+        if kind == "burn_rate":
             windows = data["burn_rate"]
             if windows == "default":
                 windows = []
@@ -166,17 +226,25 @@ class ConditionField(serializers.Field):
             return {
                 "condition": ConditionKind.BURN_RATE,
                 **condition_clean({"burn_windows": windows}),
+                "degradation_percent": None,
             }
         fields = {
             "violation_for_minutes": data.get("violation_for_minutes", 0),
             "violation_factor": data.get("factor"),
             "violation_percentile": data.get("percentile"),
         }
-        return {"condition": ConditionKind.VIOLATION, **condition_clean(fields), "burn_windows": []}
+        return {
+            "condition": ConditionKind.VIOLATION,
+            **condition_clean(fields),
+            "burn_windows": [],
+            "degradation_percent": None,
+        }
 
     def to_representation(self, rule: AlertRule) -> dict[str, Any]:
         if rule.condition == ConditionKind.BURN_RATE:
             return {"burn_rate": list(rule.burn_windows) or "default"}
+        if rule.condition == ConditionKind.DEGRADATION:
+            return degradation_condition_data(rule)
         return violation_condition_data(rule)
 
 

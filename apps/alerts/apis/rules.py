@@ -47,6 +47,7 @@ RULE_ERRORS = {
     "violation_factor": "condition",
     "violation_percentile": "condition",
     "burn_windows": "condition",
+    "degradation_percent": "condition",
 }
 CREATE_ERRORS = {**RULE_ERRORS, "__all__": "slug"}
 SILENCE_ERRORS = {"silenced_until": "until", "silence_reason": "reason"}
@@ -175,8 +176,9 @@ class AlertRuleCreateApi(ApiView):
         summary="Create an alert rule",
         description=(
             "`scope` is `e2e`, `any_stage` or `stage:<slug>`; `condition` a violation "
-            "held for some minutes (optionally only at a factor of the budget) or the "
-            "objective's burn rate; `channels` channel slugs."
+            "held for some minutes (optionally only at a factor of the budget), the "
+            "objective's burn rate, or a degradation rate (the share of requests a run-time "
+            "client degraded) over a percentage for some minutes; `channels` channel slugs."
         ),
         request=InputSerializer,
         responses={201: AlertRuleOutput},

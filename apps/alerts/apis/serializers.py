@@ -218,6 +218,27 @@ class BurnRateOutput(serializers.Serializer):
         ref_name = "IncidentBurnRate"
 
 
+class DegradationOutput(serializers.Serializer):
+    rate_percent = serializers.FloatField(
+        help_text="Share of the window's requests with a run-time decision in scope: the "
+        "latest while firing, the one it resolved on once recovered."
+    )
+    peak_rate_percent = serializers.FloatField(help_text="The highest while firing.")
+    threshold_percent = serializers.FloatField(help_text="The rule's percentage.")
+    degraded = serializers.IntegerField(help_text="Requests with a decision in scope.")
+    requests = serializers.IntegerField(help_text="The pipeline's requests in the window.")
+    by_action = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Decisions by action, largest first."
+    )
+    by_stage = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="End to end: degraded requests by stage slug; empty for a stage.",
+    )
+
+    class Meta:
+        ref_name = "IncidentDegradation"
+
+
 class IncidentFactsOutput(serializers.Serializer):
     """What the notifications said; keys a kind of rule does not have are null or empty."""
 
@@ -239,6 +260,9 @@ class IncidentFactsOutput(serializers.Serializer):
     )
     top_stages = StageShareOutput(many=True, default=list)
     burn_rates = BurnRateOutput(many=True, default=list)
+    degradation = DegradationOutput(
+        allow_null=True, default=None, help_text="Degradation rules only; null otherwise."
+    )
 
     class Meta:
         ref_name = "IncidentFacts"

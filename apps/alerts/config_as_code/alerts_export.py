@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from apps.alerts.condition_data import violation_condition_data
+from apps.alerts.condition_data import degradation_condition_data, violation_condition_data
 from apps.alerts.config_as_code.alerts_schema import DEFAULT_RENOTIFY_MINUTES
 from apps.alerts.config_as_code.durations import duration_text
 from apps.alerts.config_as_code.selectors import alert_rules_for_config
@@ -25,6 +25,8 @@ def _condition(rule: AlertRule) -> dict[str, Any]:
                 for window in rule.burn_windows
             ]
         }
+    if rule.condition == ConditionKind.DEGRADATION:
+        return degradation_condition_data(rule)
     return violation_condition_data(rule)
 
 

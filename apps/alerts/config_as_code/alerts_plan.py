@@ -6,7 +6,6 @@ sections before this one may just have created them.
 
 import json
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -31,11 +30,16 @@ def _windows(windows: list[BurnWindow]) -> str:
     )
 
 
-def _condition(
-    condition: str, minutes: int, factor: Decimal | None, percentile: str, windows: list[BurnWindow]
-) -> str:
-    if condition == ConditionKind.BURN_RATE:
-        return f"burn rate ({_windows(windows)})"
+def _condition(rule: AlertRule | AlertSpec) -> str:
+    """The condition as the plan says it; a rule and its spec say it alike."""
+    minutes, factor = rule.violation_for_minutes, rule.violation_factor
+    if rule.condition == ConditionKind.BURN_RATE:
+        return f"burn rate ({_windows(rule.burn_windows)})"
+    if rule.condition == ConditionKind.DEGRADATION:
+        percent = rule.degradation_percent
+        shown = f"{percent.normalize():f}" if percent is not None else "?"
+        return f"degradation over {shown} % for {minutes} min"
+    percentile = rule.violation_percentile
     text = f"{percentile} violation" if percentile else "violation"
     text = f"{text} for {minutes} min"
     return f"{text} at {factor.normalize():f}x budget" if factor is not None else text
@@ -70,13 +74,7 @@ def _rule_view(rule: AlertRule) -> dict[str, str]:
         "name": _name(rule.name),
         "pipeline": rule.pipeline.slug,
         "scope": scope,
-        "condition": _condition(
-            rule.condition,
-            rule.violation_for_minutes,
-            rule.violation_factor,
-            rule.violation_percentile,
-            rule.burn_windows,
-        ),
+        "condition": _condition(rule),
         "severity": rule.severity,
         "channels": _shown([channel.slug for channel in rule.channels.all()]),
         "renotify": _renotify(rule.renotify_minutes),
@@ -93,13 +91,7 @@ def _spec_view(spec: AlertSpec) -> dict[str, str]:
         "name": _name(spec.name),
         "pipeline": spec.pipeline,
         "scope": scope,
-        "condition": _condition(
-            spec.condition,
-            spec.violation_for_minutes,
-            spec.violation_factor,
-            spec.violation_percentile,
-            spec.burn_windows,
-        ),
+        "condition": _condition(spec),
         "severity": spec.severity,
         "channels": _shown(spec.channel_slugs),
         "renotify": _renotify(spec.renotify_minutes),
@@ -135,6 +127,7 @@ def _fields(team: Team, spec: AlertSpec) -> dict[str, Any]:
         "violation_factor": spec.violation_factor,
         "violation_percentile": spec.violation_percentile,
         "burn_windows": list(spec.burn_windows),
+        "degradation_percent": spec.degradation_percent,
         "severity": spec.severity,
         "renotify_minutes": spec.renotify_minutes,
         "notify_on_resolve": spec.notify_on_resolve,

@@ -62,6 +62,7 @@ class AlertSpec:
     violation_factor: Decimal | None = None
     violation_percentile: str = ""
     burn_windows: list[BurnWindow] = field(default_factory=list)
+    degradation_percent: Decimal | None = None
     severity: str = Severity.WARNING
     # Channel slugs, each with the line that names it.
     channels: tuple[tuple[str, int], ...] = ()

@@ -1,5 +1,5 @@
-"""An alert rule's ``condition:``: a budget violation held for some minutes, or an
-objective's burn rate over pairs of windows."""
+"""An alert rule's ``condition:``: a budget violation held for some minutes, an
+objective's burn rate over pairs of windows, or a degradation rate over a percentage."""
 
 from decimal import Decimal
 from typing import Any
@@ -10,9 +10,11 @@ from apps.alerts.models import ConditionKind, Severity
 from apps.pipelines.config_as_code.loader import Item, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader
 
-CONDITION_KEYS = ("violation_for_minutes", "factor", "percentile", "burn_rate")
+CONDITION_KEYS = ("violation_for_minutes", "factor", "percentile", "burn_rate", "degradation")
 VIOLATION_KEYS = ("violation_for_minutes", "factor", "percentile")
+KINDS = ("burn_rate", "degradation")
 BURN_WINDOW_KEYS = ("long", "short", "factor", "severity")
+DEGRADATION_KEYS = ("over_percent", "for_minutes")
 
 
 def _violation_minutes(reader: Reader, item: Item) -> int:
@@ -74,18 +76,39 @@ def _burn_windows(reader: Reader, item: Item, severity: str) -> list[BurnWindow]
     return windows or []
 
 
+def _degradation(reader: Reader, item: Item) -> dict[str, Any]:
+    fields: dict[str, Any] = {"condition": ConditionKind.DEGRADATION}
+    entries = reader.mapping(
+        item.value, what="degradation condition", keys=DEGRADATION_KEYS, required=("over_percent",)
+    )
+    if entries is None:
+        return fields
+    if "over_percent" in entries:
+        value = reader.scalar(entries["over_percent"])
+        if isinstance(entries["over_percent"].value, Scalar):
+            percent = rule_value(reader, entries["over_percent"], "degradation_percent", value)
+            fields["degradation_percent"] = percent
+    if "for_minutes" in entries:
+        fields["violation_for_minutes"] = _violation_minutes(reader, entries["for_minutes"])
+    return fields
+
+
 def parse_condition(reader: Reader, item: Item, severity: str) -> dict[str, Any]:
     entries = reader.mapping(item.value, what="condition", keys=CONDITION_KEYS)
     if entries is None:
         return {}
-    if "burn_rate" in entries:
-        others = [key for key in VIOLATION_KEYS if key in entries]
+    kind = next((key for key in KINDS if key in entries), None)
+    if kind is not None:
+        others = [key for key in entries if key != kind]
         if others:
             reader.error(
                 entries[others[0]].key_line,
-                "A condition is a budget violation (violation_for_minutes, factor, percentile) "
-                "or an objective's burn_rate, not both.",
+                "A condition is a budget violation (violation_for_minutes, factor, percentile), "
+                f"an objective's burn_rate or a degradation, not both {kind} and {others[0]}.",
             )
+    if kind == "degradation":
+        return _degradation(reader, entries["degradation"])
+    if kind == "burn_rate":
         return {
             "condition": ConditionKind.BURN_RATE,
             "burn_windows": _burn_windows(reader, entries["burn_rate"], severity),
@@ -93,8 +116,9 @@ def parse_condition(reader: Reader, item: Item, severity: str) -> dict[str, Any]
     if not entries:
         reader.error(
             item.value.line,
-            "A condition needs violation_for_minutes (e.g. {violation_for_minutes: 2}) "
-            "or burn_rate (e.g. {burn_rate: default}).",
+            "A condition needs violation_for_minutes (e.g. {violation_for_minutes: 2}), "
+            "burn_rate (e.g. {burn_rate: default}) or degradation (e.g. "
+            "{degradation: {over_percent: 20, for_minutes: 5}}).",
         )
     fields: dict[str, Any] = {"condition": ConditionKind.VIOLATION}
     if "violation_for_minutes" in entries:

@@ -58,6 +58,18 @@ def _fields(payload: Payload) -> list[str]:
         ]
         if payload["over_by_ms"] is not None and not resolved:
             fields.append(f"*Over by*\n{text.ms(payload['over_by_ms'])}")
+    degraded = text.degradation(payload)
+    if degraded is not None:
+        resolved = text.event(payload) == text.RESOLVED
+        fields += [
+            f"*Degraded{' when it resolved' if resolved else ''}*\n"
+            f"{text.percent(degraded['rate_percent'])} of {degraded['requests']} requests",
+            f"*Threshold*\n{text.threshold(degraded['threshold_percent'])}",
+        ]
+        if degraded["by_action"]:
+            fields.append(f"*Decisions*\n{text.counts(degraded['by_action'])}")
+        if degraded["by_stage"]:
+            fields.append(f"*By stage*\n{escape(text.counts(degraded['by_stage']))}")
     for pair in payload["burn_rates"][:2]:
         fields.append(
             f"*Burn rate over {text.duration(pair['long_window_s'])}*\n"

@@ -1,6 +1,9 @@
 """Numbers and phrases that every format shows the same way (Slack, Alertmanager, e-mail)."""
 
-from apps.alerts.payload_types import Payload
+from collections.abc import Mapping
+from typing import Any
+
+from apps.alerts.payload_types import DegradationFacts, Payload
 from apps.core.figures import format_ms, format_seconds
 
 FIRING, RESOLVED, NO_DATA, TEST = "firing", "resolved", "no_data", "test"
@@ -47,8 +50,75 @@ def scope(payload: Payload) -> str:
     return f"stage {stage['slug']}" if stage else "end to end"
 
 
+def degradation(payload: Payload) -> DegradationFacts | None:
+    """A degradation rule's figures; None for other rules (and payloads frozen before
+    degradation rules were)."""
+    return payload.get("degradation")
+
+
 def is_burn_rate(payload: Payload) -> bool:
-    return bool(payload["burn_rates"]) or payload["percentile"] is None
+    return bool(payload["burn_rates"]) or (
+        payload["percentile"] is None and degradation(payload) is None
+    )
+
+
+def percent(value: float | None) -> str:
+    """A share as the messages write it: "34.0 %"."""
+    return MISSING if value is None else f"{value:.1f} %"
+
+
+def threshold(value: float) -> str:
+    """A rule's percentage as it was set: "20 %", "12.5 %"."""
+    return f"{value:g} %"
+
+
+def ranked(values: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Largest first, then by name: the stored order is lost (JSON objects in the
+    database keep their keys in an order of their own)."""
+    return sorted(values.items(), key=lambda item: (-item[1], item[0]))
+
+
+def counts(values: Mapping[str, int]) -> str:
+    """ "270 fallback, 6 skip", largest first."""
+    return ", ".join(f"{number} {name}" for name, number in ranked(values))
+
+
+def degradation_share(facts: Mapping[str, Any], window_s: float | None) -> str:
+    """ "34.0 % of 812 requests over 5 min"."""
+    over = f" over {duration(window_s)}" if window_s else ""
+    return f"{percent(facts['rate_percent'])} of {facts['requests']} requests{over}"
+
+
+def degradation_firing_words(facts: Mapping[str, Any], window_s: float | None) -> str:
+    """How a firing degradation reads: "degraded on 34.0 % of 812 requests over 5 min
+    (threshold 20 %): 270 fallback, 6 skip"."""
+    said = (
+        f"degraded on {degradation_share(facts, window_s)} "
+        f"(threshold {threshold(facts['threshold_percent'])})"
+    )
+    done = counts(facts["by_action"])
+    return f"{said}: {done}" if done else said
+
+
+def degradation_resolved_words(
+    facts: Mapping[str, Any], window_s: float | None, resolution: str | None
+) -> str:
+    """How a resolved degradation reads: "degraded on 4.1 % of 790 requests over 5 min,
+    back under its 20 % threshold", with the share seen when it resolved."""
+    limit = threshold(facts["threshold_percent"])
+    if resolution == RESOLVED_FOR_NO_DATA:
+        return (
+            f"too few requests to judge its {limit} degradation threshold, resolved for "
+            "lack of data"
+        )
+    if resolution == RESOLVED_BY_RULE_CHANGE:
+        return f"degradation against its {limit} threshold: resolved when the rule changed"
+    return f"degraded on {degradation_share(facts, window_s)}, back under its {limit} threshold"
+
+
+def degradation_no_data_words(facts: Mapping[str, Any]) -> str:
+    limit = threshold(facts["threshold_percent"])
+    return f"too few requests to judge the {limit} degradation threshold"
 
 
 def resolved_words(
@@ -122,6 +192,13 @@ def observation(payload: Payload) -> str:
     """What was seen against the budget, short enough for a subject line."""
     kind = event(payload)
     resolution = payload["incident"]["resolution"]
+    degraded = degradation(payload)
+    if degraded is not None:
+        if kind == RESOLVED:
+            return degradation_resolved_words(degraded, payload["window_s"], resolution)
+        if kind == NO_DATA:
+            return degradation_no_data_words(degraded)
+        return degradation_firing_words(degraded, payload["window_s"])
     if is_burn_rate(payload):
         if kind == RESOLVED:
             return burn_resolved_words(resolution)
@@ -168,7 +245,10 @@ def description(payload: Payload) -> str:
     parts: list[str] = []
     if kind == TEST:
         parts.append("A test notification: nothing is wrong, and its figures are examples.")
-    if is_burn_rate(payload):
+    degraded = degradation(payload)
+    if degraded is not None:
+        parts += degradation_sentences(payload, degraded)
+    elif is_burn_rate(payload):
         parts.append(payload["summary"].removeprefix(TEST_PREFIX) + ".")
     elif kind == NO_DATA:
         parts.append(
@@ -205,3 +285,34 @@ def description(payload: Payload) -> str:
     if top and kind != RESOLVED:
         parts.append("Critical path: " + ", ".join(top) + ".")
     return " ".join(parts)
+
+
+def degradation_sentences(payload: Payload, facts: DegradationFacts) -> list[str]:
+    """What a degradation alert says in full: the share, the decisions, and for the end
+    to end the stages they were taken at."""
+    kind = event(payload)
+    name, where = payload["pipeline"]["slug"], scope(payload)
+    window = duration(payload["window_s"])
+    limit = threshold(facts["threshold_percent"])
+    if kind == NO_DATA:
+        return [
+            f"{name} {where}: too few requests in the last {window} to judge its {limit} "
+            "degradation threshold."
+        ]
+    if kind == RESOLVED:
+        said = degradation_resolved_words(
+            facts, payload["window_s"], payload["incident"]["resolution"]
+        )
+        return [f"{name} {where} {said}."]
+    parts = [
+        f"{name} {where}: run-time clients degraded {facts['degraded']} of {facts['requests']} "
+        f"requests ({percent(facts['rate_percent'])}) over the last {window}, at or over the "
+        f"rule's {limit} threshold."
+    ]
+    if facts["by_action"]:
+        parts.append(f"Decisions: {counts(facts['by_action'])}.")
+    if facts["by_stage"]:
+        parts.append(f"Degraded requests by stage: {counts(facts['by_stage'])}.")
+    if facts["peak_rate_percent"] > facts["rate_percent"]:
+        parts.append(f"It peaked at {percent(facts['peak_rate_percent'])}.")
+    return parts

@@ -2,48 +2,34 @@
 
 A violation rule looks at the pipeline's open violations in its scope (the end-to-end
 time, one stage, or each stage); a burn-rate rule at the objective's burn rates over
-its window pairs. A scope whose data stopped (an open violation with no verdict for
-``no_data_after``, or no request at all in that time) is "no data" rather than ok.
+its window pairs; a degradation rule at the share of requests a run-time client
+degraded (``degradation_observations``). A scope whose data stopped (an open violation
+with no verdict for ``no_data_after``, or no request at all in that time) is "no data"
+rather than ok.
 """
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from apps.alerts.burn_windows import burn_windows_for
 from apps.alerts.models import AlertRule, ConditionKind, RuleScope, Severity
 from apps.alerts.payload_types import BurnRateFacts
-from apps.pipelines.models import Stage
+from apps.alerts.selectors.degradation_observations import (
+    degradation_closing,
+    degradation_observations,
+)
+from apps.alerts.selectors.observation import (
+    E2E_KEY,
+    OBJECTIVE_KEY,
+    Observation,
+    no_data_after,
+    stage_key,
+)
 from apps.rollups.models import Violation
 from apps.rollups.selectors.data_span import pipeline_data_from
 from apps.rollups.selectors.objectives import good_total, window_coverage, window_judged
 
-E2E_KEY = "e2e"
-OBJECTIVE_KEY = "objective"
-NO_DATA_WINDOWS = 3
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
-
-
-def stage_key(stage_id: int) -> str:
-    return f"stage:{stage_id}"
-
-
-@dataclass
-class Observation:
-    """``holds`` is None when the scope has no data; ``since`` is when the data says the
-    condition began (a violation's opening), or None to count from this evaluation."""
-
-    scope_key: str
-    holds: bool | None
-    stage: Stage | None = None
-    since: datetime | None = None
-    severity: str | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
-
-
-def no_data_after(rule: AlertRule) -> timedelta:
-    seconds = rule.no_data_after_s or NO_DATA_WINDOWS * rule.pipeline.evaluation_window_s
-    return timedelta(seconds=seconds)
 
 
 def _violation_facts(violation: Violation) -> dict[str, Any]:
@@ -179,10 +165,12 @@ def closing_facts(*, facts: dict[str, Any], observation: Observation | None) -> 
 
     A violation rule's scope has no observation once its violation closed: the closed
     violation's last evaluation is the figure. A burn-rate rule's observation carries
-    every pair's rates at that moment.
+    every pair's rates at that moment, a degradation rule's the share of the window.
     """
     if observation is not None and "burn_rates" in observation.facts:
         return {"burn_rates": observation.facts["burn_rates"]}
+    if "degradation" in facts:
+        return degradation_closing(facts=facts, observation=observation)
     violation_id = facts.get("violation_id")
     if violation_id is None:
         return {}
@@ -199,4 +187,6 @@ def rule_observations(rule: AlertRule, now: datetime) -> dict[str, Observation]:
     """The scopes of ``rule`` with something to say at ``now``; a scope absent is ok."""
     if rule.condition == ConditionKind.BURN_RATE:
         return _burn_observation(rule, now)
+    if rule.condition == ConditionKind.DEGRADATION:
+        return degradation_observations(rule, now)
     return _violation_observations(rule, now)

@@ -148,6 +148,8 @@ class _Step:
         if observation is not None and observation.holds is None:
             self.no_data(state)
             return
+        if observation is not None and not observation.judged:
+            return  # no verdict on this window: the state stays where it is
         if observation is None or not observation.holds:
             if state.status == AlertStatus.FIRING:
                 self.resolve(state, Resolution.RECOVERED, observation)

@@ -4,6 +4,7 @@ from datetime import datetime
 from typing import Any
 
 from apps.alerts.models import AlertRule, AlertState, AlertStatus, Incident, Resolution
+from apps.alerts.selectors.degradation_observations import degradation_followed
 from apps.alerts.services.payloads import top_stages
 from apps.pipelines.models import Stage
 
@@ -44,6 +45,8 @@ def incident_follow(*, incident: Incident, facts: dict[str, Any], severity: str 
     changed = []
     old = incident.facts
     merged = {**old, **{k: v for k, v in facts.items() if k in ("observed_ms", "sample_count")}}
+    if "degradation" in facts:
+        merged = degradation_followed(facts=merged, latest=facts)
     peak = facts.get("peak_ms")
     if peak is not None and peak > (old.get("peak_ms") or 0):
         merged.update(

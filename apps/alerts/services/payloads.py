@@ -79,6 +79,15 @@ def summary(
     resolution: str | None = None,
 ) -> str:
     """One line about the incident; ``resolution`` once it resolved, None while it fires."""
+    where = f"stage {stage['slug']}" if stage else "end to end"
+    degradation = facts.get("degradation")
+    if degradation is not None:
+        window_s = facts.get("window_s")
+        if resolution:
+            said = text.degradation_resolved_words(degradation, window_s, resolution)
+        else:
+            said = text.degradation_firing_words(degradation, window_s)
+        return f"{pipeline_slug} · {where} {said}"
     if facts.get("percentile") is None and facts.get("objective_threshold_ms") is not None:
         objective = (
             f"its objective ({facts['objective_target']:g} % under "
@@ -94,7 +103,6 @@ def summary(
         shown = f"{rate:.1f} times the allowed rate" if rate is not None else "too fast"
         over = format_seconds(pair["long_window_s"])
         return f"{pipeline_slug} burns {objective} at {shown} over {over}"
-    where = f"stage {stage['slug']}" if stage else "end to end"
     observed, budget = facts.get("observed_ms"), facts.get("budget_ms")
     if resolution:
         said = text.resolved_words(
@@ -193,6 +201,7 @@ def incident_payload(
         ),
         "window_s": facts.get("window_s", pipeline.evaluation_window_s),
         "burn_rates": facts.get("burn_rates", []),
+        "degradation": facts.get("degradation"),
         "top_stages": facts.get("top_stages", []),
         "example_trace_ids": facts.get("example_trace_ids", []),
         "links": _links(team, pipeline, stage, incident.pk, facts.get("example_trace_ids", [])),
@@ -271,6 +280,7 @@ def payload_for_channel_test(
         "over_by_ms": round(observed - budget, 3),
         "window_s": pipeline.evaluation_window_s if pipeline else 300,
         "burn_rates": [],
+        "degradation": None,
         "top_stages": shares,
         "example_trace_ids": [],
         "links": {"dashboard": dashboard, "incident": None, "traces": []},

@@ -28,7 +28,8 @@ MAX_SILENCE_DAYS = 90
 # The rule's own values, checked by ``alert_rule_clean``; the rest needs the database.
 CLEANED_FIELDS = (
     "scope", "condition", "violation_for_minutes", "violation_factor", "violation_percentile",
-    "burn_windows", "severity", "renotify_minutes", "no_data", "no_data_after_s",
+    "burn_windows", "degradation_percent", "severity", "renotify_minutes", "no_data",
+    "no_data_after_s",
 )  # fmt: skip
 
 
@@ -52,6 +53,7 @@ def _clean(rule: AlertRule, channels: Sequence[Channel]) -> None:
         rule.violation_percentile = ""
     else:
         rule.burn_windows = []
+    if rule.condition == ConditionKind.VIOLATION:
         _percentile_budgeted(rule)
     if any(channel.team_id != rule.team_id for channel in channels):
         raise ValidationError({"channels": "No such channel in this team."})
@@ -95,6 +97,7 @@ def alert_rule_create(
     violation_factor: Decimal | None = None,
     violation_percentile: str = "",
     burn_windows: Any = None,
+    degradation_percent: Decimal | None = None,
     severity: str = Severity.WARNING,
     renotify_minutes: int = 240,
     notify_on_resolve: bool = True,
@@ -114,6 +117,7 @@ def alert_rule_create(
         violation_factor=violation_factor,
         violation_percentile=violation_percentile,
         burn_windows=burn_windows or [],
+        degradation_percent=degradation_percent,
         severity=severity,
         renotify_minutes=renotify_minutes,
         notify_on_resolve=notify_on_resolve,
@@ -131,8 +135,9 @@ def alert_rule_create(
 # What a change may touch; the team and slug stay.
 RULE_FIELDS = (
     "name", "pipeline", "scope", "stage", "condition", "violation_for_minutes",
-    "violation_factor", "violation_percentile", "burn_windows", "severity", "renotify_minutes",
-    "notify_on_resolve", "no_data", "no_data_after_s", "enabled",
+    "violation_factor", "violation_percentile", "burn_windows", "degradation_percent",
+    "severity", "renotify_minutes", "notify_on_resolve", "no_data", "no_data_after_s",
+    "enabled",
 )  # fmt: skip
 # A change of any of these makes the rule watch something else: what it fired for is over.
 _WATCHED = ("pipeline_id", "scope", "stage_id", "condition")

@@ -54,6 +54,8 @@ def alert_context(channel: Channel, payload: Payload) -> dict[str, Any]:
         "observation": text.observation(payload),
         "description": text.description(payload),
         "burn_rate": text.is_burn_rate(payload),
+        "degradation": _degradation(payload),
+        "violation": not text.is_burn_rate(payload) and text.degradation(payload) is None,
         "percentile": payload["percentile"],
         "observed": text.ms(payload["observed_ms"]),
         "observed_known": payload["observed_ms"] is not None,
@@ -95,6 +97,23 @@ def alert_context(channel: Channel, payload: Payload) -> dict[str, Any]:
         # The subject carries the names the team chose only when its account is
         # verified; the body goes only to addresses that confirmed.
         "named": account_verified(team=channel.team),
+    }
+
+
+def _degradation(payload: Payload) -> dict[str, str] | None:
+    facts = text.degradation(payload)
+    if facts is None:
+        return None
+    return {
+        "rate": text.percent(facts["rate_percent"]),
+        "peak": text.percent(facts["peak_rate_percent"]),
+        "degraded": str(facts["degraded"]),
+        "requests": str(facts["requests"]),
+        "threshold": text.threshold(facts["threshold_percent"]),
+        "actions": text.counts(facts["by_action"]),
+        "stages": text.counts(facts["by_stage"]),
+        # The share it resolved on, when it resolved on one (not for lack of data).
+        "recovered": "yes" if payload["incident"]["resolution"] == "recovered" else "",
     }
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from apps.alerts.access import incident_for_user
+from apps.alerts.formats import text
 from apps.alerts.labels import incident_scope_words
 from apps.alerts.models import Incident
 from apps.alerts.selectors.history import (
@@ -96,6 +97,8 @@ def incident_detail(request: HtmxHttpRequest, team_slug: str, incident_id: int) 
         "summary": incident_summary(incident=incident),
         "over_now": observed is not None and budget is not None and observed > budget,
         "facts": facts,
+        "decisions": text.ranked((facts.get("degradation") or {}).get("by_action") or {}),
+        "degraded_stages": text.ranked((facts.get("degradation") or {}).get("by_stage") or {}),
         "notifications": incident_notifications(incident=incident),
         "now": timezone.now(),
     }
