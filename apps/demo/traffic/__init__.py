@@ -6,7 +6,13 @@ sleeps inside a span, so a single process can produce hundreds of traces per sec
 only the pacing between traces follows the wall clock.
 """
 
-from apps.demo.traffic.send import CountingExporter, drain, emit_trace, run_paced
+from apps.demo.traffic.send import (
+    CountingExporter,
+    drain,
+    emit_trace,
+    otlp_provider,
+    run_paced,
+)
 from apps.demo.traffic.traffic_plan import (
     Drift,
     Profile,
@@ -25,6 +31,7 @@ __all__ = [
     "TraceShape",
     "drain",
     "emit_trace",
+    "otlp_provider",
     "run_paced",
     "shape_for_pipeline",
 ]

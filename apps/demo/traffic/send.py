@@ -7,12 +7,24 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from apps.core.time import NS_PER_MS
 from apps.demo.traffic.traffic_plan import TracePlan, TracePlanner
+
+TRACES_PATH = "/v1/traces"
+FLUSH_TIMEOUT_S = 10.0
+# Honcho kills what has not stopped 5 s after Ctrl-C: leave time to print the summary.
+FLUSH_AFTER_SIGNAL_TIMEOUT_S = 3.0
 
 
 def emit_trace(*, tracer: Tracer, plan: TracePlan, start_ns: int) -> None:
@@ -81,6 +93,30 @@ class CountingExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def otlp_provider(
+    *, endpoint: str, token: str, service: str, rps: float, gzip: bool = False
+) -> tuple[TracerProvider, CountingExporter]:
+    """The SDK's tracer provider exporting to ``endpoint`` over OTLP/HTTP with the team's
+    ingest token, as a service of the team would; drain it with ``drain``."""
+    exporter = CountingExporter(
+        OTLPSpanExporter(
+            endpoint=endpoint,
+            headers={"Authorization": f"Bearer {token}"},
+            compression=Compression.Gzip if gzip else Compression.NoCompression,
+        )
+    )
+    provider = TracerProvider(
+        resource=Resource.create(
+            {"service.name": service, "deployment.environment.name": "simulated"}
+        ),
+        shutdown_on_exit=False,  # drained by the caller, with a time limit
+    )
+    # Room for ten seconds of spans, so a slow export does not drop any.
+    queue_size = max(2048, int(rps * 15 * 10))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue_size))
+    return provider, exporter
 
 
 def drain(*, provider: TracerProvider, exporter: SpanExporter, timeout: float) -> None:

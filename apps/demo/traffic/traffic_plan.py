@@ -134,6 +134,9 @@ class PlannedSpan:
     attributes: dict[str, AttributeValue]
     events: list[tuple[str, float, dict[str, AttributeValue]]] = field(default_factory=list)
     error: str | None = None
+    # The step of the request a child of the root carries out (a key of MEDIAN_MS, or
+    # "chat" for the LLM call), so that an application can run the plan step by step.
+    step: str | None = None
 
 
 @dataclass
@@ -238,9 +241,10 @@ class TracePlanner:
         end: float,
         attributes: dict[str, AttributeValue],
         error: str | None = None,
+        step: str | None = None,
     ) -> PlannedSpan:
         span = PlannedSpan(
-            len(self._spans), parent, name, kind, start, end, attributes, error=error
+            len(self._spans), parent, name, kind, start, end, attributes, error=error, step=step
         )
         self._spans.append(span)
         return span
@@ -271,7 +275,7 @@ class TracePlanner:
 
     def _auth(self, start: float, error: str | None) -> float:
         end = start + self._draw("auth")
-        self._add(0, "auth.verify_session", SpanKind.INTERNAL, start, end, {}, error)
+        self._add(0, "auth.verify_session", SpanKind.INTERNAL, start, end, {}, error, "auth")
         return end
 
     def _history(self, start: float, error: str | None) -> float:
@@ -281,7 +285,7 @@ class TracePlanner:
             "db.operation.name": "GET",
             "db.namespace": "conversations",
         }
-        self._add(0, "history.load", SpanKind.CLIENT, start, end, attributes, error)
+        self._add(0, "history.load", SpanKind.CLIENT, start, end, attributes, error, "history")
         return end
 
     def _history_with_rewrite(self, start: float, error: str | None) -> float:
@@ -295,7 +299,8 @@ class TracePlanner:
         stream = self._stream("rewrite")
         attributes = _llm_attributes("gpt-4o-mini", stream.randint(200, 600))
         attributes["gen_ai.usage.output_tokens"] = stream.randint(12, 40)
-        self._add(0, "rewrite_query gpt-4o-mini", SpanKind.CLIENT, start, end, attributes, error)
+        name = "rewrite_query gpt-4o-mini"
+        self._add(0, name, SpanKind.CLIENT, start, end, attributes, error, "rewrite")
         return end
 
     def _embedding(self, start: float, error: str | None) -> float:
@@ -308,7 +313,7 @@ class TracePlanner:
             "openinference.span.kind": "EMBEDDING",
         }
         name = "embeddings text-embedding-3-small"
-        self._add(0, name, SpanKind.CLIENT, start, end, attributes, error)
+        self._add(0, name, SpanKind.CLIENT, start, end, attributes, error, "embedding")
         return end
 
     def _retrieval(self, start: float, error: str | None) -> float:
@@ -322,6 +327,7 @@ class TracePlanner:
             start,
             start,
             {"openinference.span.kind": "CHAIN"},
+            step="retrieval",
         )
         shards = stream.randint(2, 4)
         failing_shard = stream.randrange(shards) if error else -1
@@ -360,7 +366,8 @@ class TracePlanner:
             "db.system.name": "redis",
             "retrieval.cache": "hit",
         }
-        self._add(0, "vector.search cache", SpanKind.CLIENT, start, end, attributes)
+        name = "vector.search cache"
+        self._add(0, name, SpanKind.CLIENT, start, end, attributes, step="retrieval")
         return end
 
     def _rerank(self, start: float, error: str | None) -> float:
@@ -370,7 +377,8 @@ class TracePlanner:
             "reranker.model_name": "bge-reranker-v2-m3",
             "reranker.top_k": 5,
         }
-        self._add(0, "rerank bge-reranker-v2-m3", SpanKind.CLIENT, start, end, attributes, error)
+        name = "rerank bge-reranker-v2-m3"
+        self._add(0, name, SpanKind.CLIENT, start, end, attributes, error, "rerank")
         return end
 
     def _tools(self, start: float, error: str | None) -> float:
@@ -385,7 +393,8 @@ class TracePlanner:
                 "gen_ai.tool.name": tool,
                 "openinference.span.kind": "TOOL",
             }
-            self._add(0, f"execute_tool {tool}", SpanKind.INTERNAL, cursor, end, attributes, error)
+            name = f"execute_tool {tool}"
+            self._add(0, name, SpanKind.INTERNAL, cursor, end, attributes, error, "tool")
             cursor = end + self._gap(f"tool-{tool}")
         return cursor
 
@@ -399,7 +408,7 @@ class TracePlanner:
             1, round(generation / 1000 * tokens_per_second)
         )
         end = start + ttft + generation
-        span = self._add(0, "chat gpt-4o", SpanKind.CLIENT, start, end, attributes, error)
+        span = self._add(0, "chat gpt-4o", SpanKind.CLIENT, start, end, attributes, error, "chat")
         # Instrumentations report the first token either way; both must be understood.
         if stream.random() < 0.5:
             attributes["gen_ai.response.time_to_first_chunk"] = ttft / 1000

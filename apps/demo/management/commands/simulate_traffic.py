@@ -13,39 +13,40 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from opentelemetry.exporter.otlp.proto.http import Compression
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from apps.demo.traffic import (
-    CountingExporter,
     Drift,
     Switches,
     TracePlanner,
     drain,
+    otlp_provider,
     run_paced,
     shape_for_pipeline,
 )
-from apps.demo.traffic.demo_token import demo_ingest_token_path
+from apps.demo.traffic.client_mode import (
+    add_client_arguments,
+    client_mode_options,
+    run_client_mode,
+)
+from apps.demo.traffic.demo_token import ingest_token_for_run, metrics_token_for_run
+from apps.demo.traffic.send import FLUSH_AFTER_SIGNAL_TIMEOUT_S, FLUSH_TIMEOUT_S, TRACES_PATH
 from apps.demo.traffic.traffic_plan import MEDIAN_MS
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team
-from apps.teams.models import Team
-from apps.teams.selectors import ingest_token_active_for_team, team_by_slug
+from apps.teams.selectors import team_by_slug
 
-TRACES_PATH = "/v1/traces"
+REPLAY, CLIENT = "replay", "client"
 MAX_RPS = 5000
-FLUSH_TIMEOUT_S = 10.0
-# Honcho kills what has not stopped 5 s after Ctrl-C: leave time to print the summary.
-FLUSH_AFTER_SIGNAL_TIMEOUT_S = 3.0
+# Each request of the client mode holds a thread for its whole duration.
+DEFAULT_RPS = {REPLAY: 20.0, CLIENT: 5.0}
 
 
 class Command(BaseCommand):
     help = (
         "Send realistic traces of a pipeline to a running server through the OpenTelemetry "
-        "SDK's OTLP/HTTP exporter, at a steady rate, until --duration or Ctrl-C."
+        "SDK's OTLP/HTTP exporter, at a steady rate, until --duration or Ctrl-C: planned "
+        "traces replayed at once (--mode replay), or requests served in real time through "
+        "the latency-budgets client (--mode client)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -53,7 +54,19 @@ class Command(BaseCommand):
             "--team", required=True, help="Slug of the team that owns the pipeline."
         )
         parser.add_argument("--pipeline", required=True, help="Slug of the pipeline to imitate.")
-        parser.add_argument("--rps", type=float, default=20.0, help="Traces per second.")
+        parser.add_argument(
+            "--mode",
+            choices=[REPLAY, CLIENT],
+            default=REPLAY,
+            help="replay (default): each planned trace sent at once, with its times; "
+            "client: each request served in real time through the latency-budgets client.",
+        )
+        parser.add_argument(
+            "--rps",
+            type=float,
+            help=f"Traces per second (default: {DEFAULT_RPS[REPLAY]:g}; "
+            f"{DEFAULT_RPS[CLIENT]:g} with --mode client).",
+        )
         parser.add_argument(
             "--duration", type=float, help="Seconds to run (default: until Ctrl-C)."
         )
@@ -65,7 +78,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, help="Repeat the same durations and errors.")
         parser.add_argument("--gzip", action="store_true", help="Compress requests with gzip.")
         switches = parser.add_argument_group(
-            "pipeline changes", "Send traffic as if the pipeline had been changed (docs/whatif.md)."
+            "pipeline changes",
+            "Send traffic as if the pipeline had been changed (docs/whatif.md); replay mode.",
         )
         switches.add_argument(
             "--concurrent-history-rewrite",
@@ -122,6 +136,7 @@ class Command(BaseCommand):
             metavar="SECONDS",
             help="When the first drift starts, counted from the start (default: 300 s).",
         )
+        add_client_arguments(parser)
         parser.add_argument(
             "--wait",
             type=float,
@@ -131,6 +146,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         rps, duration = options["rps"], options["duration"]
+        if rps is None:
+            rps = options["rps"] = DEFAULT_RPS[options["mode"]]
         if not 0 < rps <= MAX_RPS:
             raise CommandError(f"--rps must be more than 0 and at most {MAX_RPS}, not {rps:g}.")
         if duration is not None and duration <= 0:
@@ -166,7 +183,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Team {team.slug} has no pipeline with the slug “{options['pipeline']}”."
             )
-        token = _token(team=team, given=options["token"])
+        client = client_mode_options(
+            options, client=options["mode"] == CLIENT, switches=switches, pipeline=pipeline
+        )
+        token = ingest_token_for_run(team=team, given=options["token"])
+        metrics_token = (
+            None
+            if client is None
+            else metrics_token_for_run(team=team, given=options["metrics_token"])
+        )
         base_url = _base_url(options["url"] or settings.SITE_URL)
 
         # Ctrl-C or SIGTERM at any point, even while waiting for the server, ends the
@@ -176,6 +201,23 @@ class Command(BaseCommand):
             self.stdout.write(f"Waiting for {base_url}/healthz …")
             if not _wait_for_server(base_url, timeout=options["wait"], stop=stop):
                 self.stdout.write("Stopped before the server answered; nothing was sent.")
+                return
+            if client is not None:
+                assert metrics_token is not None
+                run_client_mode(
+                    out=self.stdout,
+                    pipeline=pipeline,
+                    base_url=base_url,
+                    token=token,
+                    metrics_token=metrics_token,
+                    rps=rps,
+                    duration=duration,
+                    seed=options["seed"],
+                    gzip=options["gzip"],
+                    client=client,
+                    drift=drift,
+                    stop=stop,
+                )
                 return
             self._run(
                 pipeline=pipeline,
@@ -205,22 +247,9 @@ class Command(BaseCommand):
         stop: threading.Event,
     ) -> None:
         shape = shape_for_pipeline(pipeline=pipeline)
-        exporter = CountingExporter(
-            OTLPSpanExporter(
-                endpoint=endpoint,
-                headers={"Authorization": f"Bearer {token}"},
-                compression=Compression.Gzip if gzip else Compression.NoCompression,
-            )
+        provider, exporter = otlp_provider(
+            endpoint=endpoint, token=token, service=shape.service, rps=rps, gzip=gzip
         )
-        provider = TracerProvider(
-            resource=Resource.create(
-                {"service.name": shape.service, "deployment.environment.name": "simulated"}
-            ),
-            shutdown_on_exit=False,  # drained below, with a time limit
-        )
-        # Room for ten seconds of spans, so a slow export does not drop any.
-        queue_size = max(2048, int(rps * 15 * 10))
-        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=queue_size))
         # Seeds the shapes only: random ids keep two runs from colliding on the server.
         planner = TracePlanner(rng=random.Random(seed), shape=shape, switches=switches, drift=drift)
         self.stdout.write(
@@ -245,25 +274,6 @@ class Command(BaseCommand):
             f"export failures: {exporter.failed_batches} "
             f"({exporter.failed_spans} spans)"
         )
-
-
-def _token(*, team: Team, given: str | None) -> str:
-    if given is None:
-        if team.slug != "demo":
-            raise CommandError(
-                f"--token is required for team {team.slug}: "
-                f"create one with `manage.py ingest_token create --team {team.slug}`."
-            )
-        path = demo_ingest_token_path()
-        if not path.exists():
-            raise CommandError(
-                f"No --token given and {path} does not exist: run `manage.py demo_setup`."
-            )
-        given = path.read_text().strip()
-    token = given.strip()
-    if ingest_token_active_for_team(team=team, raw=token) is None:
-        raise CommandError(f"The token is not an active ingest token of team {team.slug}.")
-    return token
 
 
 def _base_url(url: str) -> str:
