@@ -33,9 +33,9 @@ async def acap(
     if owned:
         scope.open(attach=True)
     error: BaseException | None = None
+    attempt = Attempt(1, "capped")
     try:
-        allowance = request.timeout_for(slug)
-        attempt = Attempt(1, "capped")
+        allowance = verdicts.cap_allowance(request, scope)
         if math.isinf(allowance):
             return await fn(attempt)
         task = _task(scope, fn(attempt), attempt)
@@ -47,6 +47,8 @@ async def acap(
         return fallback_value
     except BaseException as exc:
         error = exc
+        # The caller was cancelled, or failed: the call does not outlive the lever.
+        attempt.cancel()
         raise
     finally:
         if owned:
@@ -57,7 +59,7 @@ async def ahedge(
     request: Request,
     fn: Callable[[Attempt], Awaitable[T]],
     *,
-    after: str | float = "p95",
+    after: str | float | None = None,
     stage: str | None = None,
 ) -> T:
     scope, owned = request.lever_stage(stage)
@@ -66,10 +68,12 @@ async def ahedge(
     error: BaseException | None = None
     attempts: dict[asyncio.Task[T], Attempt] = {}
     try:
-        delay = hedge_delay_ms(scope.figures, after)
+        chosen = verdicts.hedge_after(scope, after)
+        delay = None if chosen is None else hedge_delay_ms(scope.figures, chosen)
         first = Attempt(1, protocol.FIRST)
         if delay is None or request.remaining_ms <= delay:
             return await fn(first)
+        assert chosen is not None  # a delay was found for it
         started = time.monotonic()
         attempts[_task(scope, fn(first), first)] = first
         done, _ = await asyncio.wait(set(attempts), timeout=delay / 1000)
@@ -92,11 +96,11 @@ async def ahedge(
                     attempts[loser].cancel()
                 elapsed = (time.monotonic() - started) * 1000
                 verdicts.hedge_won(
-                    request, scope, delay=delay, after=after, winner=attempt,
+                    request, scope, delay=delay, after=chosen, winner=attempt,
                     elapsed_ms=elapsed, remaining_ms=remaining,
                 )  # fmt: skip
                 return task.result()
-        verdicts.hedge_failed(request, scope, delay=delay, after=after, remaining_ms=remaining)
+        verdicts.hedge_failed(request, scope, delay=delay, after=chosen, remaining_ms=remaining)
         raise failures[0]
     except BaseException as exc:
         error = exc

@@ -75,7 +75,7 @@ class Budgets:
         """A request of ``pipeline``: ``with budgets.request("rag-chat") as req:``.
 
         Its deadline is the earliest of a caller's (from baggage), ``deadline_unix_ms``,
-        and its start plus ``budget_ms`` (else the pipeline's ``deadline_ms``).
+        its start plus ``budget_ms`` and its start plus the pipeline's ``deadline_ms``.
         """
         return Request(
             self,

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from latency_budgets.policies import NO_POLICY, PolicyError, StagePolicy, stage_policy
+
 DOCUMENT_VERSION = 1
 PERCENTILES = ("p50", "p90", "p95", "p99")
 # The deadline comes from the tail budget: a deadline at the median would degrade half
@@ -43,6 +45,7 @@ class StageFigures:
     budget_percentile: str | None = None
     budget_ms: float | None = None
     observed: Observed = Observed()
+    policy: StagePolicy = NO_POLICY
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,10 @@ def _number(value: Any, where: str, *, minimum: float = 0.0) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DocumentError(f"{where}: expected a number or null, got {value!r}.")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer past any float
+        raise DocumentError(f"{where}: out of range.") from None
     if not math.isfinite(number) or number < minimum:
         raise DocumentError(f"{where}: {value!r} is out of range.")
     return number
@@ -91,6 +97,13 @@ def _observed(value: Any, where: str) -> Observed:
         p95=_number(data.get("p95"), f"{where}.p95"),
         p99=_number(data.get("p99"), f"{where}.p99"),
     )
+
+
+def _policy(degrade: Any, advice: Any, where: str) -> StagePolicy:
+    try:
+        return stage_policy(degrade, advice, where)
+    except PolicyError as exc:
+        raise DocumentError(str(exc)) from None
 
 
 def _slug(value: Any, where: str) -> str:
@@ -126,6 +139,7 @@ def figures_from_document(document: Any) -> PipelineFigures:
                 budget_percentile=percentile,
                 budget_ms=_number(budget.get("ms"), f"{where}.budget.ms"),
                 observed=_observed(item.get("observed"), f"{where}.observed"),
+                policy=_policy(item.get("degrade"), item.get("advice"), where),
             )
         )
     refresh = _number(data.get("refresh_s"), "document.refresh_s", minimum=1.0)
@@ -171,6 +185,8 @@ def figures_from_configuration(pipeline: Any) -> PipelineFigures:
                 position=index,
                 budget_percentile=percentile,
                 budget_ms=_number(ms, f"{where}, stage {index + 1}, budget"),
+                # The file's ``degrade:`` has the server's keys; no advice offline.
+                policy=_policy(item.get("degrade"), None, f"{where}, stage {index + 1}"),
             )
         )
     return PipelineFigures(

@@ -48,7 +48,7 @@ def cap(request: Request, slug: str, fn: Callable[[Attempt], T], fallback_value:
         scope.open(attach=True)
     error: BaseException | None = None
     try:
-        allowance = request.timeout_for(slug)
+        allowance = verdicts.cap_allowance(request, scope)
         attempt = Attempt(1, "capped")
         if math.isinf(allowance):
             return fn(attempt)
@@ -73,7 +73,7 @@ def hedge(
     request: Request,
     fn: Callable[[Attempt], T],
     *,
-    after: str | float = "p95",
+    after: str | float | None = None,
     stage: str | None = None,
 ) -> T:
     scope, owned = request.lever_stage(stage)
@@ -81,11 +81,13 @@ def hedge(
         scope.open(attach=True)
     error: BaseException | None = None
     try:
-        delay = hedge_delay_ms(scope.figures, after)
+        chosen = verdicts.hedge_after(scope, after)
+        delay = None if chosen is None else hedge_delay_ms(scope.figures, chosen)
         first = Attempt(1, protocol.FIRST)
         if delay is None or request.remaining_ms <= delay:
             # No figure to hedge after, or no time left for a second attempt to help.
             return fn(first)
+        assert chosen is not None  # a delay was found for it
         started = time.monotonic()
         pending: dict[Future[T], Attempt] = {_submit(scope, fn, first): first}
         done, _ = wait(pending, timeout=delay / 1000)
@@ -107,11 +109,11 @@ def hedge(
                     loser.cancel()
                 elapsed = (time.monotonic() - started) * 1000
                 verdicts.hedge_won(
-                    request, scope, delay=delay, after=after, winner=attempt,
+                    request, scope, delay=delay, after=chosen, winner=attempt,
                     elapsed_ms=elapsed, remaining_ms=remaining,
                 )  # fmt: skip
                 return future.result()
-        verdicts.hedge_failed(request, scope, delay=delay, after=after, remaining_ms=remaining)
+        verdicts.hedge_failed(request, scope, delay=delay, after=chosen, remaining_ms=remaining)
         raise failures[0]
     except BaseException as exc:
         error = exc

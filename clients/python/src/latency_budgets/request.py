@@ -75,12 +75,11 @@ class Request:
         now_mono = time.monotonic()
         ctx = context.get_current()
         inherited = deadline_from_baggage(ctx)
-        length = self._budget_ms
-        if length is None and self.figures is not None:
-            length = self.figures.deadline_ms
-        own = None if length is None else now_ms + length
+        # The application's budget and the pipeline's are both its own: the earlier holds.
+        lengths = (self._budget_ms, None if self.figures is None else self.figures.deadline_ms)
+        own = [now_ms + length for length in lengths if length is not None]
         candidates = [
-            value for value in (inherited, self._explicit_deadline, own) if value is not None
+            value for value in (inherited, self._explicit_deadline, *own) if value is not None
         ]
         if candidates:
             deadline = min(candidates)
@@ -169,6 +168,8 @@ class Request:
         remaining = self.remaining_ms
         if stage is None or stage.observed.p50 is None or math.isinf(remaining):
             return False
+        if not stage.policy.allows(protocol.SKIP):
+            return False
         assert self.figures is not None
         rest = sum(
             later.observed.p50 or 0.0
@@ -197,9 +198,14 @@ class Request:
         return cap(self, slug, fn, fallback_value)
 
     def hedge(
-        self, fn: Callable[[Attempt], T], *, after: str | float = "p95", stage: str | None = None
+        self,
+        fn: Callable[[Attempt], T],
+        *,
+        after: str | float | None = None,
+        stage: str | None = None,
     ) -> T:
-        """A second attempt after the stage's ``after`` percentile (or ms); first wins."""
+        """A second attempt after the stage's ``after`` percentile (or ms; by default the
+        stage's policy or advice, else its p95); the first answer wins."""
         from latency_budgets.levers import hedge
 
         return hedge(self, fn, after=after, stage=stage)
@@ -230,7 +236,7 @@ class Request:
         self,
         fn: Callable[[Attempt], Awaitable[T]],
         *,
-        after: str | float = "p95",
+        after: str | float | None = None,
         stage: str | None = None,
     ) -> T:
         from latency_budgets.alevers import ahedge

@@ -6,6 +6,7 @@ the source holds (None before the first document) and, for the server, asks the
 refresher to fetch a pipeline it has not seen yet.
 """
 
+import http.client
 import json
 import logging
 import threading
@@ -163,7 +164,10 @@ class ServerSource:
             for slug, entry in due:
                 if self._stopped.is_set():
                     return
-                self._fetch(slug, entry)
+                try:
+                    self._fetch(slug, entry)
+                except Exception as exc:  # whatever a server answers, the refresher lives on
+                    self._failed(slug, entry, repr(exc))
             with self._lock:
                 upcoming = min((e.next_at for e in self._entries.values()), default=None)
             wait = 60.0 if upcoming is None else max(upcoming - time.monotonic(), 0.05)
@@ -195,8 +199,9 @@ class ServerSource:
             retry_after = _retry_after(exc.headers.get("Retry-After"))
             self._failed(slug, entry, f"HTTP {exc.code}", at_least=retry_after)
             return
-        except (OSError, ValueError) as exc:  # unreachable, timed out, not JSON, not v1
-            self._failed(slug, entry, str(exc))
+        except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
+            # Unreachable, timed out, no HTTP, not JSON, nested past the parser, not v1.
+            self._failed(slug, entry, str(exc) or type(exc).__name__)
             return
         with self._ready:
             entry.figures = figures
