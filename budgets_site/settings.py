@@ -375,6 +375,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
     },
     "whatif-expire": {"task": "apps.whatif.tasks.expire_whatif_runs", "schedule": 3600.0},
+    "whatif-advice": {"task": "apps.whatif.tasks.request_advice_runs", "schedule": 600.0},
     # Safety net: a recompute whose worker died, or whose next step was lost, goes on.
     "recomputes-resume": {"task": "apps.analysis.tasks.resume_recomputes", "schedule": 30.0},
 }

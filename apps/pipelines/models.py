@@ -6,6 +6,7 @@ from django.db import models
 from apps.core.models import TimeStampedModel
 from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
+from apps.pipelines.degrade_policy import degrade_policy_validator
 from apps.teams.models import Team, slug_validator
 
 
@@ -70,6 +71,9 @@ class Pipeline(TimeStampedModel):
     objective_threshold_ms = models.PositiveIntegerField(
         null=True, blank=True, validators=budget_validators
     )
+    # When a run-time client last read the pipeline's runtime document (at most every few
+    # minutes): the pipelines whose lever advice is kept fresh.
+    runtime_read_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # Budget evaluation: a sliding window, a sample floor below which noise gives no
     # verdict, and how many evaluations back under budget close a violation.
@@ -142,6 +146,12 @@ class Stage(TimeStampedModel):
         max_length=3, choices=Percentile.choices, default=Percentile.P95
     )
     budget_ms = models.PositiveIntegerField(null=True, blank=True, validators=budget_validators)
+    degrade = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[degrade_policy_validator],
+        help_text="The run-time client's levers for this stage (apps.pipelines.degrade_policy).",
+    )
 
     class Meta:
         constraints = [

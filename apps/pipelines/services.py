@@ -4,6 +4,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
+from apps.pipelines.degrade_policy import degrade_policy_clean
 from apps.pipelines.models import NoStageRule, Pipeline, Portion, SpanConditions, SpanRule, Stage
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
@@ -33,7 +35,7 @@ PIPELINE_FIELDS = (
     "objective_threshold_ms",
     *(setting.field for setting in EVALUATION_SETTINGS),
 )
-STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms")
+STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms", "degrade")
 # What a span must be for a rule to take it: stage rules and no-stage rules alike.
 CONDITION_FIELDS = ("span_name", "name_match", "attributes", "span_kind", "service")
 RULE_FIELDS = (*CONDITION_FIELDS, "portion", "first_token_event")
@@ -173,6 +175,14 @@ def pipeline_delete(*, pipeline: Pipeline) -> None:
     pipeline.delete()
 
 
+def _degrade(value: Any) -> dict[str, Any]:
+    """The policy as stored, or the error under the field's name."""
+    try:
+        return degrade_policy_clean(value)
+    except ValidationError as exc:
+        raise ValidationError({"degrade": exc.messages}) from exc
+
+
 def _stage_validate(stage: Stage) -> None:
     errors: dict[str, list[str]] = {}
     if (
@@ -198,6 +208,7 @@ def stage_create(
     budget_percentile: str = "p95",
     budget_ms: int | None = None,
     position: int | None = None,
+    degrade: dict[str, Any] | None = None,
 ) -> Stage:
     if position is None:
         last = pipeline.stages.aggregate(last=Max("position"))["last"]
@@ -209,6 +220,7 @@ def stage_create(
         budget_percentile=budget_percentile,
         budget_ms=budget_ms,
         position=position,
+        degrade=_degrade(degrade),
     )
     _stage_validate(stage)
     stage.save()
@@ -220,6 +232,8 @@ def stage_update(*, stage: Stage, **fields: Any) -> Stage:
     if unknown:
         raise TypeError(f"Unknown stage fields: {sorted(unknown)}")
     moved = "position" in fields and fields["position"] != stage.position
+    if "degrade" in fields:
+        fields["degrade"] = _degrade(fields["degrade"])
     for field, value in fields.items():
         setattr(stage, field, value)
     _stage_validate(stage)
@@ -442,3 +456,14 @@ def pipeline_budgets_set(
     if e2e_ms:
         pipeline_update(pipeline=pipeline, budget={**pipeline.budget, **e2e_ms})
     return stage_budgets_set(pipeline=pipeline, budgets_ms=stage_budgets_ms)
+
+
+# A fleet reads a runtime document many times a minute: the time is written once per this.
+RUNTIME_READ_MARK_S = 300
+
+
+def pipeline_runtime_read(*, pipeline: Pipeline) -> None:
+    """Note that a run-time client read the pipeline's runtime document (its lever advice
+    is then kept fresh); one write per ``RUNTIME_READ_MARK_S`` per pipeline at most."""
+    if cache.add(f"runtime:read:{pipeline.pk}", 1, timeout=RUNTIME_READ_MARK_S):
+        Pipeline.objects.filter(pk=pipeline.pk).update(runtime_read_at=timezone.now())

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from apps.rollups import apis
+from apps.rollups.apis import degradations as degradation_apis
 from apps.rollups.apis import fit as fit_apis
 from apps.rollups.apis import objectives as objective_apis
 from apps.rollups.apis import violations as violation_apis
@@ -29,4 +30,9 @@ urlpatterns += [
         name="api-pipeline-objective",
     ),
     path(PIPELINE + "fit", fit_apis.PipelineFitApi.as_view(), name="api-pipeline-fit"),
+    path(
+        PIPELINE + "degradations",
+        degradation_apis.PipelineDegradationsApi.as_view(),
+        name="api-pipeline-degradations",
+    ),
 ]

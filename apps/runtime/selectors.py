@@ -19,6 +19,7 @@ from apps.core.time import FINEST_RESOLUTION, align_down
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.selectors.percentiles import Distribution
+from apps.whatif.selectors.advice import pipeline_advice
 
 DOCUMENT_VERSION = 1
 # Observed figures a client uses: the median for what a stage typically needs, the
@@ -40,7 +41,9 @@ def _observed(distribution: Distribution) -> dict[str, Any]:
     return figures
 
 
-def _stage(stage: Stage, position: int, wall: Distribution) -> dict[str, Any]:
+def _stage(
+    stage: Stage, position: int, wall: Distribution, advice: dict[str, Any]
+) -> dict[str, Any]:
     budget = (
         None
         if stage.budget_ms is None
@@ -51,6 +54,8 @@ def _stage(stage: Stage, position: int, wall: Distribution) -> dict[str, Any]:
         "position": position,
         "budget": budget,
         "observed": _observed(wall),
+        "degrade": dict(stage.degrade),
+        "advice": advice,
     }
 
 
@@ -63,6 +68,7 @@ def runtime_document_data(*, pipeline: Pipeline, now: float | None = None) -> di
     figures = pipeline_percentiles(
         pipeline=pipeline, start=end - window_s, end=end, critical_sketches=False
     )
+    advice = pipeline_advice(pipeline=pipeline)
     objective = (
         None
         if pipeline.objective_target is None
@@ -79,7 +85,8 @@ def runtime_document_data(*, pipeline: Pipeline, now: float | None = None) -> di
         "objective": objective,
         "observed": {"window_s": window_s, **_observed(figures.e2e)},
         "stages": [
-            _stage(item.stage, position, item.wall) for position, item in enumerate(figures.stages)
+            _stage(item.stage, position, item.wall, advice.get(item.stage.slug, {}))
+            for position, item in enumerate(figures.stages)
         ],
         "refresh_s": settings.RUNTIME_REFRESH_SECONDS,
     }

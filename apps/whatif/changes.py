@@ -4,6 +4,11 @@ Written two ways that say the same: the API's objects
 (``{"stage": "retrieval", "op": "cache", "hit_ratio": 0.4, "hit_ms": 20}``) and the
 page's compact form, one per ``change`` query parameter, so a scenario is a URL
 (``retrieval:cache:0.4:20``, ``history:parallel:rewrite``, ``tool:cap:budget``).
+
+Two changes are the run-time client's levers (``docs/runtime.md``): ``hedge`` sends a
+second attempt once the stage has run ``ms`` and keeps the first answer
+(``retrieval:hedge:300``); ``fallback`` gives up on the stage after ``ms`` and takes a
+fallback of ``fallback_ms`` instead (``ttft:fallback:800:300``).
 """
 
 import math
@@ -14,7 +19,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 SCALE, SHIFT, CACHE, PARALLEL, REMOVE, CAP = "scale", "shift", "cache", "parallel", "remove", "cap"
-OPS = (SCALE, SHIFT, CACHE, PARALLEL, REMOVE, CAP)
+HEDGE, FALLBACK = "hedge", "fallback"
+OPS = (SCALE, SHIFT, CACHE, PARALLEL, REMOVE, CAP, HEDGE, FALLBACK)
 BUDGET = "budget"
 MAX_CHANGES = 20
 MAX_FACTOR = 100.0
@@ -23,7 +29,8 @@ MAX_MS = 600_000.0  # ten minutes: beyond any request a budget is set for
 
 @dataclass(frozen=True)
 class Change:
-    """One change to one stage. ``ms`` is the shift or the cap (None: cap at the budget)."""
+    """One change to one stage. ``ms`` is the shift, the cap (None: cap at the budget),
+    the hedge's delay or the fallback's timeout; ``fallback_ms`` the fallback's time."""
 
     stage: str
     op: str
@@ -32,6 +39,7 @@ class Change:
     hit_ratio: float | None = None
     hit_ms: float | None = None
     with_stage: str | None = None
+    fallback_ms: float | None = None
 
     def as_data(self) -> dict[str, Any]:
         """The API's form; a cap at the budget says ``"at": "budget"``."""
@@ -46,6 +54,10 @@ class Change:
             data["with"] = self.with_stage
         elif self.op == CAP:
             data.update({"ms": self.ms} if self.ms is not None else {"at": BUDGET})
+        elif self.op == HEDGE:
+            data["ms"] = self.ms
+        elif self.op == FALLBACK:
+            data.update(ms=self.ms, fallback_ms=self.fallback_ms)
         return data
 
     def as_text(self) -> str:
@@ -57,6 +69,8 @@ class Change:
             PARALLEL: [self.with_stage],
             REMOVE: [],
             CAP: [BUDGET if self.ms is None else self.ms],
+            HEDGE: [self.ms],
+            FALLBACK: [self.ms, self.fallback_ms],
         }
         arguments = table[self.op]
         return ":".join([self.stage, self.op, *(_text(a) for a in arguments)])
@@ -77,6 +91,13 @@ class Change:
             return f"{name} concurrent with {names.get(self.with_stage or '', self.with_stage)}"
         if self.op == REMOVE:
             return f"{name} removed"
+        if self.op == HEDGE:
+            return f"{name} hedged after {_text(self.ms)} ms"
+        if self.op == FALLBACK:
+            return (
+                f"{name} falls back after {_text(self.ms)} ms to one of "
+                f"{_text(self.fallback_ms)} ms"
+            )
         return f"{name} capped at {'its budget' if self.ms is None else _text(self.ms) + ' ms'}"
 
 
@@ -117,6 +138,8 @@ def change_from_data(data: Any, *, stages: Mapping[str, Any], where: str = "chan
         PARALLEL: {"with"},
         REMOVE: set(),
         CAP: {"ms", "at"},
+        HEDGE: {"ms"},
+        FALLBACK: {"ms", "fallback_ms"},
     }[op]
     unknown = sorted(str(key) for key in data if key not in allowed)
     if unknown:
@@ -137,6 +160,12 @@ def change_from_data(data: Any, *, stages: Mapping[str, Any], where: str = "chan
         return Change(stage, op, with_stage=other)
     if op == CAP:
         return _cap(data, stage, stages, where)
+    if op == HEDGE:
+        return Change(stage, op, ms=_number(data, "ms", low=1, high=MAX_MS, where=where))
+    if op == FALLBACK:
+        after = _number(data, "ms", low=1, high=MAX_MS, where=where)
+        instead = _number(data, "fallback_ms", low=0, high=MAX_MS, where=where)
+        return Change(stage, op, ms=after, fallback_ms=instead)
     return Change(stage, op)
 
 
@@ -179,6 +208,7 @@ def _change_of_data(data: Mapping[str, Any]) -> Change:
         hit_ratio=data.get("hit_ratio"),
         hit_ms=data.get("hit_ms"),
         with_stage=data.get("with"),
+        fallback_ms=data.get("fallback_ms"),
     )
 
 
@@ -189,6 +219,8 @@ _ARGUMENTS = {
     PARALLEL: ["with"],
     REMOVE: [],
     CAP: ["ms"],
+    HEDGE: ["ms"],
+    FALLBACK: ["ms", "fallback_ms"],
 }
 
 

@@ -3,7 +3,11 @@
 Several changes to one stage combine in a fixed order, whatever the order given:
 scale factors multiply, shifts add up (each span's own time, not below zero), a
 cache hit replaces the stage's time in that trace, a removal zeroes it, and a cap
-(the smallest, if several) cuts what is left.
+(the smallest, if several) cuts what is left. The client's levers act on the result:
+a hedge (the shortest delay, if several) takes the sooner of the stage's time and its
+delay plus a second attempt's time, drawn from the stage's own times in other traces; a
+fallback (the shortest timeout) replaces a time past its timeout by the timeout plus the
+fallback's time.
 """
 
 import hashlib
@@ -14,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from apps.core.time import NS_PER_MS
-from apps.whatif.changes import CACHE, CAP, PARALLEL, REMOVE, SCALE, SHIFT, Change
+from apps.whatif.changes import CACHE, CAP, FALLBACK, HEDGE, PARALLEL, REMOVE, SCALE, SHIFT, Change
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,19 @@ class Scenario:
     caps: dict[int, float] = field(default_factory=dict)  # ns
     parallel: tuple[tuple[int, int], ...] = ()
     seeds: dict[int, int] = field(default_factory=dict)  # per cached stage, from its slug
+    hedges: dict[int, float] = field(default_factory=dict)  # delay, ns
+    fallbacks: dict[int, tuple[float, float]] = field(default_factory=dict)  # (after, then) ns
+
+    def second_attempts(
+        self, trace_keys: npt.NDArray[np.int64], stage: int, times: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """A second attempt's time per trace: the stage's time in another trace that ran
+        it, drawn the same way for the same traces and stage every time."""
+        ran = times[np.isfinite(times) & (times > 0)]
+        if not len(ran):
+            return np.full(len(times), np.inf)
+        draws = _uniform(trace_keys, (self.seeds.get(stage, stage) ^ _SECOND_ATTEMPT))
+        return np.sort(ran)[np.minimum((draws * len(ran)).astype(np.int64), len(ran) - 1)]
 
     def cache_hits(
         self, trace_keys: npt.NDArray[np.int64], stage: int, ratio: float
@@ -46,6 +63,10 @@ def _uniform(keys: npt.NDArray[np.int64], seed: int) -> npt.NDArray[np.float64]:
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+# Mixed into a stage's seed, so a second attempt's draw is not its cache draw.
+_SECOND_ATTEMPT = 0x5EC0D
 
 
 def _seed(slug: str) -> int:
@@ -67,6 +88,8 @@ def scenario_compile(
     caps: dict[int, float] = {}
     parallel: list[tuple[int, int]] = []
     seeds: dict[int, int] = {}
+    hedges: dict[int, float] = {}
+    fallbacks: dict[int, tuple[float, float]] = {}
     for change in changes:
         stage = index[change.stage]
         if change.op == SCALE:
@@ -89,6 +112,16 @@ def scenario_compile(
             cap_ms = change.ms if change.ms is not None else budgets_ms.get(change.stage)
             if cap_ms is not None:
                 caps[stage] = min(caps.get(stage, np.inf), cap_ms * NS_PER_MS)
+        elif change.op == HEDGE:
+            assert change.ms is not None
+            hedges[stage] = min(hedges.get(stage, np.inf), change.ms * NS_PER_MS)
+            seeds.setdefault(stage, _seed(change.stage))
+        elif change.op == FALLBACK:
+            assert change.ms is not None
+            assert change.fallback_ms is not None
+            after = change.ms * NS_PER_MS
+            if stage not in fallbacks or after < fallbacks[stage][0]:
+                fallbacks[stage] = (after, change.fallback_ms * NS_PER_MS)
     return Scenario(
         scales=scales,
         shifts=shifts,
@@ -97,4 +130,6 @@ def scenario_compile(
         caps=caps,
         parallel=tuple(parallel),
         seeds=seeds,
+        hedges=hedges,
+        fallbacks=fallbacks,
     )

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -23,13 +23,17 @@ from django.utils import timezone
 
 from apps.core.isolation import failure_reason
 from apps.pipelines.models import Pipeline
+from apps.rollups.selectors.windows import DEFAULT_WINDOW, requested_bounds
 from apps.teams.accounts import account_teams
+from apps.whatif.levers import DEFAULT_HIT_RATIO
 from apps.whatif.models import IN_FLIGHT, RunKind, RunStatus, SavedScenario, WhatIfRun
+from apps.whatif.params import levers_params
 from apps.whatif.selectors.compute import (
     pipeline_fingerprint,
     whatif_levers_result,
     whatif_replay_result,
 )
+from apps.whatif.selectors.sample import DEFAULT_TRACES
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +42,9 @@ COMPUTE: dict[str, Callable[..., dict[str, Any]]] = {
     RunKind.LEVERS: whatif_levers_result,
 }
 MAX_SCENARIOS_PER_PIPELINE = 100
+# A pipeline whose runtime document a client read within this gets fresh lever advice.
+ADVICE_READERS_WITHIN = timedelta(hours=1)
+ADVICE_PERCENTILE = "p95"
 
 
 class WhatIfBusy(Exception):
@@ -181,3 +188,23 @@ def scenario_save(
 
 def scenario_delete(*, scenario: SavedScenario) -> None:
     scenario.delete()
+
+
+def advice_runs_request(*, now: datetime | None = None) -> int:
+    """Ask for a fresh lever search of every pipeline a run-time client read lately, so
+    the advice in its runtime document follows the traffic; the runs asked for."""
+    now = now or timezone.now()
+    pipelines = Pipeline.objects.filter(runtime_read_at__gte=now - ADVICE_READERS_WITHIN)
+    asked = 0
+    for pipeline in pipelines.select_related("team"):
+        start, end = requested_bounds(window=DEFAULT_WINDOW)
+        params = levers_params(
+            start=start, end=end, traces=DEFAULT_TRACES, percentile=ADVICE_PERCENTILE,
+            hit_ratio=DEFAULT_HIT_RATIO,
+        )  # fmt: skip
+        try:
+            whatif_run_request(pipeline=pipeline, kind=RunKind.LEVERS, params=params)
+        except WhatIfBusy:
+            continue  # the account's runs are busy: next time
+        asked += 1
+    return asked

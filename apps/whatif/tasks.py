@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from apps.whatif.services import whatif_run_compute, whatif_runs_expire
+from apps.whatif.services import advice_runs_request, whatif_run_compute, whatif_runs_expire
 
 
 # One task per run, in the "whatif" queue: replays never sit in front of ingestion,
@@ -14,3 +14,9 @@ def compute_whatif_run(run_id: int) -> None:
 @shared_task(name="apps.whatif.tasks.expire_whatif_runs", ignore_result=True, expires=600)
 def expire_whatif_runs() -> None:
     whatif_runs_expire()
+
+
+# Every few minutes: the lever search behind the advice a run-time client receives.
+@shared_task(name="apps.whatif.tasks.request_advice_runs", ignore_result=True, expires=300)
+def request_advice_runs() -> None:
+    advice_runs_request()

@@ -5,9 +5,11 @@ Known answers: ten one-second RAG traces under a 2.5 s deadline, with decisions 
 counts, saved time and rescues are written out here.
 """
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
 from apps.analysis.models import Degradation, DegradationAction, DegradationWinner
 from apps.rollups.selectors.degradations import (
@@ -16,6 +18,7 @@ from apps.rollups.selectors.degradations import (
     stage_degradation_rate,
     window_requests,
 )
+from tests.builders.api import error_of, token_client
 from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
 from tests.builders.recompute_traces import rollups_settle
 from tests.builders.spans import LLM, ROOT, HandSpan, rag_spans, span
@@ -199,3 +202,42 @@ def test_the_trace_list_finds_the_degraded_traces(world: TeamWorld) -> None:
     # Another team's viewer finds nothing of this team's.
     outsider = client_for(world.outsider).get(f"/teams/{world.team.slug}/traces/?degraded=on")
     assert outsider.status_code == 404
+
+
+def test_the_api_answers_the_ledger_to_its_team_only(world: TeamWorld) -> None:
+    pipeline = make_rag_pipeline(world.team)
+    t0 = now_ns() - 60_000 * MS
+    ingest(world.team, *traces(t0))
+    rollups_settle()
+    start, end = window(t0)
+    url = f"/api/v1/pipelines/{pipeline.slug}/degradations"
+    moments = {
+        "from": datetime.fromtimestamp(start, UTC).isoformat(),
+        "to": datetime.fromtimestamp(end, UTC).isoformat(),
+    }
+    for user in (world.owner, world.viewer):
+        answer = token_client(user).get(url, moments)
+        assert answer.status_code == 200, answer.content
+        body = answer.json()
+        assert (body["requests"], body["deadline_ms"], body["rescued_percent"]) == (10, 2500, 10.0)
+        assert body["total"]["decisions"] == 6
+        assert body["total"]["requests_degraded"] == 4
+        assert body["total"]["by_action"] == {
+            "skip": 1, "fallback": 1, "hedge": 1, "cap": 1, "timeout": 2,
+        }  # fmt: skip
+        assert body["total"]["winners"] == {"primary": 0, "fallback": 1, "first": 0, "second": 1}
+        by_stage = {row["stage"]: row for row in body["stages"]}
+        assert list(by_stage) == ["auth", "retrieval", "ttft", "generation"]
+        assert by_stage["retrieval"]["rate_percent"] == 20.0
+        assert by_stage["retrieval"]["saved_ms"] == 160.5
+    # Another team's member, with its own pipeline of that slug: its own empty ledger.
+    make_rag_pipeline(world.other_team)
+    theirs = token_client(world.outsider).get(url, moments).json()
+    assert theirs["total"]["decisions"] == 0
+    assert token_client(world.outsider).get(
+        f"/api/v1/pipelines/{pipeline.slug}/degradations?team={world.team.slug}"
+    ).status_code in (403, 404)
+    assert APIClient().get(url).status_code in (401, 403)
+    bad = token_client(world.owner).get(url, {"window": "forever"})
+    assert bad.status_code == 400
+    assert "window" in str(error_of(bad))

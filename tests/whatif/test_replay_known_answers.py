@@ -1,6 +1,7 @@
 """Replays of hand-built traces whose answers are worked out by hand, one per operation."""
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from apps.whatif.changes import Change
 from tests.whatif.models import by_name, e2e_ms, model_of, ms_span, replayed, stage_ms
@@ -210,3 +211,59 @@ def test_many_traces_replay_together_each_as_it_would_alone() -> None:
         for t in traces
     ]
     assert together == alone == [855.0, 500.0, 700.0]
+
+
+def chains_with_b(*b_ms: float) -> list[list]:
+    """One serial chain per time of b: a 0-100, b for ``b_ms``, c 290 ms after it."""
+    traces = []
+    for b in b_ms:
+        traces.append(
+            [
+                ms_span(1, None, 0, 100 + b + 300, "server"),
+                ms_span(2, 1, 0, 100, "a"),
+                ms_span(3, 1, 100, 100 + b, "b"),
+                ms_span(4, 1, 110 + b, 400 + b, "c"),
+            ]
+        )
+    return traces
+
+
+def test_a_fallback_replaces_a_time_past_its_timeout_by_the_timeout_and_the_fallback() -> None:
+    model = model_of(chains_with_b(200, 900, 50), CHAIN)
+    result = replayed(model, Change("b", "fallback", ms=300, fallback_ms=120))
+    # Only the 900 ms call ran past 300 ms: it takes 300 + 120.
+    assert stage_ms(result, model, "b") == [200.0, 420.0, 50.0]
+    assert e2e_ms(result) == [600.0, 820.0, 450.0]
+    for row in result.critical_ns:
+        assert round(row.sum() / 1e6, 3) in (600.0, 820.0, 450.0)
+
+
+def test_a_hedge_takes_the_sooner_of_the_first_and_the_delay_plus_a_second_attempt() -> None:
+    times = [100.0, 120.0, 140.0, 160.0, 2000.0]
+    model = model_of(chains_with_b(*times), CHAIN)
+    result = replayed(model, Change("b", "hedge", ms=500))
+    walls = stage_ms(result, model, "b")
+    # Under the delay, nothing changes; the slow one becomes 500 ms plus a second
+    # attempt drawn from b's own times, never later than it was.
+    assert walls[:4] == times[:4]
+    # (The draw for this trace is b's 100 ms.)
+    assert walls[4] == 600.0
+    # The same scenario on the same traces draws the same second attempt.
+    assert stage_ms(replayed(model, Change("b", "hedge", ms=500)), model, "b") == walls
+
+
+def test_the_levers_read_and_write_their_compact_form() -> None:
+    from apps.whatif.changes import change_from_data, change_from_text
+
+    stages = {"b": object(), "ttft": object()}
+    fallback = change_from_text("ttft:fallback:800:300", stages=stages)
+    assert fallback == Change("ttft", "fallback", ms=800.0, fallback_ms=300.0)
+    assert fallback.as_text() == "ttft:fallback:800:300"
+    assert fallback.as_data() == {
+        "stage": "ttft", "op": "fallback", "ms": 800.0, "fallback_ms": 300.0,
+    }  # fmt: skip
+    hedge = change_from_data({"stage": "b", "op": "hedge", "ms": 250}, stages=stages)
+    assert hedge.as_text() == "b:hedge:250"
+    for bad in ("b:hedge:0", "b:hedge", "b:fallback:100", "b:fallback:100:-1", "b:hedge:x"):
+        with pytest.raises(ValidationError):
+            change_from_text(bad, stages=stages)

@@ -131,6 +131,9 @@ def whatif_page(
         context["lever_rows"] = [
             {**lever, "try": tried(lever["changes"])} for lever in found["levers"]
         ]
+        context["advice_rows"] = [
+            {**advice, "try": tried(advice["changes"])} for advice in found.get("advice", [])
+        ]
         context["sensitivity"] = [
             {
                 **row,

@@ -3,10 +3,17 @@
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.percentiles import PERCENTILES
+from apps.pipelines.degrade_policy import (
+    HEDGE_PERCENTILES,
+    LEVERS,
+    MAX_MS,
+    degrade_policy_clean,
+)
 from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanKind
 from apps.pipelines.validation import EVALUATION_SETTINGS, validate_budget_mapping
 
@@ -21,6 +28,42 @@ PIPELINE_ERROR_FIELDS = {
     **{setting.field: f"evaluation.{setting.key}" for setting in EVALUATION_SETTINGS},
 }
 STAGE_ERROR_FIELDS = {"budget_ms": "budget", "budget_percentile": "budget"}
+
+DEGRADE_SCHEMA = {
+    "type": "object",
+    "description": (
+        "The run-time client's levers for this stage (docs/runtime.md): `levers` that may "
+        "act (empty: none), `first_token_ms` for a fallback, `hedge_after` (a percentile "
+        "or ms) and `cap_ms`. Empty: every lever with the stage's own figures."
+    ),
+    "properties": {
+        "levers": {"type": "array", "items": {"enum": list(LEVERS)}, "uniqueItems": True},
+        "first_token_ms": {"type": "integer", "minimum": 1, "maximum": MAX_MS},
+        "hedge_after": {
+            "oneOf": [
+                {"type": "string", "enum": list(HEDGE_PERCENTILES)},
+                {"type": "integer", "minimum": 1, "maximum": MAX_MS},
+            ]
+        },
+        "cap_ms": {"type": "integer", "minimum": 1, "maximum": MAX_MS},
+    },
+    "additionalProperties": False,
+    "example": {"levers": ["skip", "cap"], "cap_ms": 250},
+}
+
+
+@extend_schema_field(DEGRADE_SCHEMA)
+class DegradePolicyField(serializers.Field):
+    """Checked by ``degrade_policy_clean``, the policy's one validator."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return degrade_policy_clean(data)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from exc
+
+    def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
+        return value
 
 
 def _pipeline_fields(data: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +182,7 @@ class StageOutput(serializers.Serializer):
     name = serializers.CharField()
     position = serializers.IntegerField()
     budget = StageBudgetField(allow_null=True)
+    degrade = DegradePolicyField()
     rules = SpanRuleOutput(many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

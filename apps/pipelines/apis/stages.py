@@ -14,6 +14,7 @@ from apps.pipelines import services
 from apps.pipelines.access import pipeline_for_request, stage_for_request
 from apps.pipelines.apis.serializers import (
     STAGE_ERROR_FIELDS,
+    DegradePolicyField,
     StageBudgetField,
     StageOutput,
     _stage_fields,
@@ -51,6 +52,7 @@ class StageCreateApi(ApiView):
         slug = serializers.CharField(max_length=50)
         name = serializers.CharField(max_length=100)
         budget = StageBudgetField(allow_null=True, default=None)
+        degrade = DegradePolicyField(required=False)
 
         class Meta:
             ref_name = "StageInput"

@@ -36,6 +36,8 @@ def _stage(stage: Stage) -> dict[str, Any]:
     data: dict[str, Any] = {"slug": stage.slug, "name": stage.name}
     if stage.budget_ms is not None:
         data["budget"] = {stage.budget_percentile: stage.budget_ms}
+    if stage.degrade:
+        data["degrade"] = dict(stage.degrade)
     rules = [_rule(rule) for rule in stage.rules.all()]
     if rules:
         data["match"] = rules

@@ -22,6 +22,7 @@ from apps.pipelines.config_as_code.rules_plan import (
 )
 from apps.pipelines.config_as_code.selectors import pipelines_for_config
 from apps.pipelines.config_as_code.steps import Plan, PlanOptions, Step
+from apps.pipelines.degrade_policy import degrade_policy_text
 from apps.pipelines.models import NoStageRule, Pipeline, Stage
 from apps.pipelines.services import (
     pipeline_create,
@@ -115,6 +116,10 @@ def _stage_differences(stage: Stage, spec: StageSpec) -> list[str]:
                 f"budget {_stage_budget(*old) if old else '(none)'} -> "
                 f"{_stage_budget(*new) if new else '(none)'}"
             )
+    if stage.degrade != spec.degrade:
+        changes.append(
+            f"degrade {degrade_policy_text(stage.degrade)} -> {degrade_policy_text(spec.degrade)}"
+        )
     return changes
 
 
@@ -125,6 +130,7 @@ def _stage_create(pipeline: Pipeline, spec: StageSpec) -> None:
         name=spec.name,
         budget_percentile=spec.budget_percentile or "p95",
         budget_ms=spec.budget_ms,
+        degrade=spec.degrade,
     )
     rules_sync(stage, spec.rules)
 
@@ -177,6 +183,7 @@ def _update_stage(pipeline: Pipeline, stage: Stage, spec: StageSpec) -> Plan:
                 name=spec.name,
                 budget_percentile=spec.budget_percentile or stage.budget_percentile,
                 budget_ms=spec.budget_ms,
+                degrade=spec.degrade,
             )
 
         plan.add(Step([f"~ stage {path}: {change}" for change in differences], run, spec.line))

@@ -12,6 +12,8 @@ from django.conf import settings
 from apps.core.percentiles import PERCENTILES
 from apps.pipelines.config_as_code.loader import Item, Mapping, Node, Scalar
 from apps.pipelines.config_as_code.reader import Reader, suggest
+from apps.pipelines.degrade_policy import KEYS as DEGRADE_KEYS
+from apps.pipelines.degrade_policy import degrade_policy_clean
 from apps.pipelines.models import NameMatch, Portion, SpanKind
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
@@ -37,7 +39,7 @@ PIPELINE_KEYS = (
 PIPELINE_MATCH_KEYS = ("service", "root_span", "attributes")
 OBJECTIVE_KEYS = ("target", "threshold_ms")
 EVALUATION_KEYS = tuple(setting.key for setting in EVALUATION_SETTINGS)
-STAGE_KEYS = ("slug", "name", "budget", "match")
+STAGE_KEYS = ("slug", "name", "budget", "degrade", "match")
 RULE_KEYS = (
     "span_name",
     "span_name_regex",
@@ -94,6 +96,7 @@ class StageSpec:
     budget_ms: int | None
     rules: list[RuleSpec]
     slug_line: int = 0
+    degrade: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,27 @@ def _budget(reader: Reader, item: Item, *, single: bool) -> dict[str, int]:
         many = dict.fromkeys(node.items, 1)
         reader.validated(node.line, lambda: validate_budget_mapping(many, single=True))
     return budget
+
+
+def _degrade(reader: Reader, item: Item | None) -> dict[str, Any]:
+    """A stage's ``degrade:`` policy, each key checked at its own line by the policy's
+    one validator."""
+    if item is None:
+        return {}
+    entries = reader.mapping(item.value, what="degrade policy", keys=DEGRADE_KEYS)
+    if entries is None:
+        return {}
+    raw: dict[str, Any] = {}
+    for key, entry in entries.items():
+        if key == "levers":
+            levers = reader.sequence(entry, what="levers")
+            raw[key] = [reader.scalar(Item("levers", lever.line, lever)) for lever in levers]
+        else:
+            raw[key] = reader.scalar(entry)
+        checked = reader.validated(entry.value.line, partial(degrade_policy_clean, {key: raw[key]}))
+        if checked is None:
+            raw.pop(key)
+    return degrade_policy_clean(raw)
 
 
 def _number(value: Any) -> bool:
@@ -320,6 +344,7 @@ def _stage(reader: Reader, node: Node) -> StageSpec:
         if len(budget) == 1:
             ((percentile, budget_ms),) = budget.items()
     rules = [_rule(reader, rule) for rule in _list(reader, entries.get("match"), "rules")]
+    degrade = _degrade(reader, entries.get("degrade"))
     return StageSpec(
         line=node.line,
         slug=_slug(reader, entries.get("slug")),
@@ -328,6 +353,7 @@ def _stage(reader: Reader, node: Node) -> StageSpec:
         budget_ms=budget_ms,
         rules=rules,
         slug_line=_line_of(entries.get("slug"), node),
+        degrade=degrade,
     )
 
 

@@ -39,7 +39,7 @@ E2E = "e2e"
 MAX_POINTS_LIMIT = 1440
 
 
-def _window_parameters() -> list[OpenApiParameter]:
+def window_parameters() -> list[OpenApiParameter]:
     return [
         OpenApiParameter(
             "window",
@@ -80,7 +80,7 @@ class PipelinePercentilesApi(ApiView):
             "Answers come from the coarsest stored buckets that tile the window; where "
             "fine buckets are no longer kept, `from`/`to` widen to whole coarser ones."
         ),
-        parameters=_window_parameters(),
+        parameters=window_parameters(),
         responses={200: PercentilesOutput},
         tags=["percentiles"],
     )
@@ -116,7 +116,7 @@ class PipelineSeriesApi(ApiView):
             "holds no samples."
         ),
         parameters=[
-            *_window_parameters(),
+            *window_parameters(),
             OpenApiParameter(
                 "stage",
                 OpenApiTypes.STR,

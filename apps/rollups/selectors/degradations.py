@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Max, Sum
 
 from apps.analysis.models import Degradation, DegradationAction, DegradationWinner
+from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.windows import tiles_filter, window_tiles
@@ -188,3 +189,26 @@ def stage_degradation_rate(*, stage: Stage, start: int, end: int) -> tuple[int, 
         .count()
     )
     return requests, degraded
+
+
+def degraded_trace_ids(
+    *, pipeline: Pipeline, start: int, end: int, stage: Stage | None = None, limit: int = 5
+) -> list[str]:
+    """Hex ids of up to ``limit`` requests of ``[start, end)`` with a decision (at
+    ``stage``, or at any), slowest first: the examples of a degradation alert."""
+    rows = Degradation.objects.filter(
+        pipeline_id=pipeline.pk, start_ns__gte=start * NS, start_ns__lt=end * NS
+    )
+    if stage is not None:
+        rows = rows.filter(stage_id=stage.pk)
+    trace_pks = list(
+        rows.values("trace_pk")
+        .annotate(slowest_ns=Max("e2e_ns"))
+        .order_by("-slowest_ns", "trace_pk")
+        .values_list("trace_pk", flat=True)[:limit]
+    )
+    hex_ids = {
+        pk: bytes(trace_id).hex()
+        for pk, trace_id in Trace.objects.filter(pk__in=trace_pks).values_list("pk", "trace_id")
+    }
+    return [hex_ids[pk] for pk in trace_pks if pk in hex_ids]

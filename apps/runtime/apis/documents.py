@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from apps.core.api.schema import ErrorSerializer
+from apps.pipelines.services import pipeline_runtime_read
 from apps.runtime.access import pipeline_for_token
 from apps.runtime.auth import HasMetricsToken, MetricsTokenAuthentication, request_metrics_token
 from apps.runtime.selectors import runtime_document
@@ -118,6 +119,7 @@ class RuntimeDocumentApi(APIView):
         pipeline = pipeline_for_token(
             token=request_metrics_token(request), pipeline_slug=pipeline_slug
         )
+        pipeline_runtime_read(pipeline=pipeline)
         document = runtime_document(pipeline=pipeline)
         held = parse_etags(request.headers.get("If-None-Match", ""))
         if document.etag in held or "*" in held:

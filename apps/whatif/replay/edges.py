@@ -20,7 +20,27 @@ def _stage_factors(model: ReplayModel, scenario: Scenario) -> Floats:
         factors[usable, stage] = hit_ns / observed[usable]
     for stage in scenario.removed:
         factors[:, stage] = 0.0
+    _levers(model, scenario, factors)
     return factors
+
+
+def _levers(model: ReplayModel, scenario: Scenario, factors: Floats) -> None:
+    """The client's levers on each trace's stage time as the other changes left it."""
+    for stage in sorted(set(scenario.hedges) | set(scenario.fallbacks)):
+        observed = model.observed_wall_ns[:, stage]
+        ran = np.isfinite(observed) & (observed > 0)
+        now = np.where(ran, observed * factors[:, stage], np.nan)
+        changed = now.copy()
+        if stage in scenario.hedges:
+            delay = scenario.hedges[stage]
+            second = scenario.second_attempts(model.trace_keys, stage, now)
+            late = ran & (now > delay)
+            changed[late] = np.minimum(now[late], delay + second[late])
+        if stage in scenario.fallbacks:
+            after, then = scenario.fallbacks[stage]
+            late = ran & (changed > after)
+            changed[late] = after + then
+        factors[ran, stage] = changed[ran] / observed[ran]
 
 
 def portions(model: ReplayModel, scenario: Scenario) -> tuple[Floats, Floats]:

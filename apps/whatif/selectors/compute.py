@@ -12,8 +12,9 @@ import numpy as np
 
 from apps.core.percentiles import QUANTILES
 from apps.core.time import NS_PER_MS, to_datetime
-from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.models import Pipeline, Portion, Stage
 from apps.pipelines.selectors import pipeline_with_stages
+from apps.whatif.advice import AdviceStage, advice_find
 from apps.whatif.changes import Change, changes_from_data
 from apps.whatif.levers import DEFAULT_HIT_RATIO, LeverStage, levers_find
 from apps.whatif.outcome import PipelineInfo, Resamples, StageInfo, ms, nearest_rank, side
@@ -37,6 +38,7 @@ def pipeline_fingerprint(*, pipeline: Pipeline) -> str:
             "slug": stage.slug,
             "position": stage.position,
             "budget": stage.budget,
+            "degrade": stage.degrade,
             "rules": [[getattr(rule, name) for name in RULE_FIELDS] for rule in stage.rules.all()],
         }
         for stage in pipeline.stages.all()
@@ -155,4 +157,18 @@ def whatif_levers_result(*, pipeline: Pipeline, params: dict[str, Any]) -> dict[
         scenario=changes_from_data(params.get("changes", []), stages=stages),
         budgets_ms={stage.slug: stage.budget_ms for stage in sample.stages},
     )
-    return {**_sample_data(sample), **found}
+    advice = advice_find(
+        sample.model,
+        stages=[advice_stage(stage) for stage in sample.stages],
+        deadline_ms=sample.pipeline.deadline_ms,
+    )
+    return {**_sample_data(sample), **found, "advice": [a.as_data() for a in advice]}
+
+
+def advice_stage(stage: Stage) -> AdviceStage:
+    """A stage ends at a first token when a rule takes an LLM span up to it, or when its
+    degrade policy names a fallback (a stage the client declares has no rules)."""
+    by_rule = any(rule.portion == Portion.UNTIL_FIRST_TOKEN for rule in stage.rules.all())
+    policy = stage.degrade or {}
+    by_policy = "first_token_ms" in policy or "fallback" in policy.get("levers", ())
+    return AdviceStage(stage.slug, stage.name, stage.budget_ms, by_rule or by_policy)
