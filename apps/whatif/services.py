@@ -196,8 +196,8 @@ def advice_runs_request(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     pipelines = Pipeline.objects.filter(runtime_read_at__gte=now - ADVICE_READERS_WITHIN)
     asked = 0
+    start, end = requested_bounds(window=DEFAULT_WINDOW)
     for pipeline in pipelines.select_related("team"):
-        start, end = requested_bounds(window=DEFAULT_WINDOW)
         params = levers_params(
             start=start, end=end, traces=DEFAULT_TRACES, percentile=ADVICE_PERCENTILE,
             hit_ratio=DEFAULT_HIT_RATIO,

@@ -172,25 +172,6 @@ def degradation_counts(
         return {int(moment): count for moment, count in cursor.fetchall()}
 
 
-def stage_degradation_rate(*, stage: Stage, start: int, end: int) -> tuple[int, int]:
-    """(requests of the stage's pipeline, of them with a decision at the stage) in
-    ``[start, end)``: what a degradation alert compares."""
-    pipeline = stage.pipeline
-    requests = window_requests(pipeline=pipeline, start=start, end=end)
-    degraded = (
-        Degradation.objects.filter(
-            pipeline_id=pipeline.pk,
-            stage_id=stage.pk,
-            start_ns__gte=start * NS,
-            start_ns__lt=end * NS,
-        )
-        .values("trace_pk")
-        .distinct()
-        .count()
-    )
-    return requests, degraded
-
-
 def degraded_trace_ids(
     *, pipeline: Pipeline, start: int, end: int, stage: Stage | None = None, limit: int = 5
 ) -> list[str]:
