@@ -636,6 +636,14 @@ RUNTIME_DOCUMENT_CACHE_SECONDS = _int("RUNTIME_DOCUMENT_CACHE_SECONDS", default=
 RUNTIME_WINDOW_SECONDS = _int("RUNTIME_WINDOW_SECONDS", default=900, least=60)
 # How often a client should ask again (the document's refresh_s).
 RUNTIME_REFRESH_SECONDS = _int("RUNTIME_REFRESH_SECONDS", default=30, least=1)
+# The share of requests a client runs without levers (the holdout, whose stage times say
+# what the levers save), in percent; 0 turns it off.
+RUNTIME_HOLDOUT_PERCENT = env.float("RUNTIME_HOLDOUT_PERCENT", default=2.0)
+if not 0 <= RUNTIME_HOLDOUT_PERCENT <= 100:
+    raise ImproperlyConfigured("RUNTIME_HOLDOUT_PERCENT is a share from 0 to 100.")
+# The holdout's stage times (a document's uncut figures) cover this many seconds back:
+# longer than the observed window, the holdout being a small share of the requests.
+RUNTIME_UNCUT_WINDOW_SECONDS = _int("RUNTIME_UNCUT_WINDOW_SECONDS", default=3600, least=60)
 
 # --- Accounts: what one user account may hold over all the teams it created ----------
 # Anyone may sign up and create teams, so the caps that protect everyone else are

@@ -22,10 +22,22 @@ class StageSample(models.Model):
     critical_ns = models.BigIntegerField(help_text="The stage's share of the critical path.")
     span_count = models.PositiveIntegerField()
     error = models.BooleanField(default=False)
+    holdout = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="The request ran without the run-time client's levers (docs/runtime.md).",
+    )
 
     class Meta:
         indexes = [
             models.Index(fields=["pipeline_id", "start_ns"], name="stagesample_pipeline_start"),
+            # The holdout is a few percent of the samples: its own small index, so the
+            # runtime document reads an hour of them without the rest.
+            models.Index(
+                fields=["pipeline_id", "start_ns"],
+                name="stagesample_holdout",
+                condition=models.Q(holdout=True),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.analysis.selectors.holdout import UncutTimes, holdout_stage_times
 from apps.core.cached import cached_once
 from apps.core.percentiles import PERCENTILES
 from apps.core.time import FINEST_RESOLUTION, align_down
@@ -41,8 +42,16 @@ def _observed(distribution: Distribution) -> dict[str, Any]:
     return figures
 
 
+def _uncut(times: UncutTimes, window_s: int) -> dict[str, Any]:
+    return {"window_s": window_s, "count": times.count, **times.percentiles}
+
+
 def _stage(
-    stage: Stage, position: int, wall: Distribution, advice: dict[str, Any]
+    stage: Stage,
+    position: int,
+    wall: Distribution,
+    advice: dict[str, Any],
+    uncut: dict[str, Any],
 ) -> dict[str, Any]:
     budget = (
         None
@@ -54,6 +63,7 @@ def _stage(
         "position": position,
         "budget": budget,
         "observed": _observed(wall),
+        "uncut": uncut,
         "degrade": dict(stage.degrade),
         "advice": advice,
     }
@@ -69,6 +79,10 @@ def runtime_document_data(*, pipeline: Pipeline, now: float | None = None) -> di
         pipeline=pipeline, start=end - window_s, end=end, critical_sketches=False
     )
     advice = pipeline_advice(pipeline=pipeline)
+    uncut_s = settings.RUNTIME_UNCUT_WINDOW_SECONDS
+    uncut = holdout_stage_times(
+        pipeline_id=pipeline.pk, start_ns=(end - uncut_s) * 10**9, end_ns=end * 10**9
+    )
     objective = (
         None
         if pipeline.objective_target is None
@@ -85,9 +99,16 @@ def runtime_document_data(*, pipeline: Pipeline, now: float | None = None) -> di
         "objective": objective,
         "observed": {"window_s": window_s, **_observed(figures.e2e)},
         "stages": [
-            _stage(item.stage, position, item.wall, advice.get(item.stage.slug, {}))
+            _stage(
+                item.stage,
+                position,
+                item.wall,
+                advice.get(item.stage.slug, {}),
+                _uncut(uncut.get(item.stage.pk, UncutTimes()), uncut_s),
+            )
             for position, item in enumerate(figures.stages)
         ],
+        "holdout_percent": settings.RUNTIME_HOLDOUT_PERCENT,
         "refresh_s": settings.RUNTIME_REFRESH_SECONDS,
     }
 

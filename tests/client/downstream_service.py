@@ -7,7 +7,8 @@ JSON, what the request saw: ``remaining_ms``, ``inherited``, ``deadline_unix_ms`
 span's trace id and parent span id, and the baggage it would pass on.
 
 Its pipelines: ``downstream`` has no deadline of its own, ``tight`` one of 300 ms,
-``loose`` one of 60 s.
+``loose`` one of 60 s; ``eager`` no deadline and a holdout of 100 %: every request it
+starts itself is in the holdout.
 """
 
 import json
@@ -22,7 +23,7 @@ from opentelemetry import baggage, context, propagate
 from opentelemetry.sdk.trace import TracerProvider
 
 
-def document(pipeline: str, deadline_ms: float | None) -> dict[str, Any]:
+def document(pipeline: str, deadline_ms: float | None, holdout: float = 0) -> dict[str, Any]:
     return {
         "version": 1,
         "pipeline": pipeline,
@@ -31,13 +32,19 @@ def document(pipeline: str, deadline_ms: float | None) -> dict[str, Any]:
         "objective": None,
         "observed": {"count": 0},
         "stages": [],
+        "holdout_percent": holdout,
         "refresh_s": 30,
     }
 
 
 provider = TracerProvider()
 budgets = Budgets.from_documents(
-    [document("downstream", None), document("tight", 300), document("loose", 60_000)],
+    [
+        document("downstream", None),
+        document("tight", 300),
+        document("loose", 60_000),
+        document("eager", None, holdout=100),
+    ],
     tracer_provider=provider,
 )
 
@@ -61,6 +68,8 @@ class Handler(BaseHTTPRequestHandler):
                     "trace_id": f"{span.get_span_context().trace_id:032x}",
                     "parent_span_id": None if parent is None else f"{parent.span_id:016x}",
                     "baggage": baggage.get_baggage("latency_budget.deadline"),
+                    "holdout": req.holdout,
+                    "holdout_baggage": baggage.get_baggage("latency_budget.holdout"),
                 }
         finally:
             context.detach(token)

@@ -120,3 +120,26 @@ def test_a_deadline_that_is_not_a_decimal_integer_is_ignored(downstream: str, va
     answer = call(f"{downstream}/?pipeline=tight", {"baggage": f"latency_budget.deadline={value}"})
     assert answer["inherited"] is False
     assert 250 < answer["remaining_ms"] <= 300
+
+
+def test_a_downstream_process_keeps_the_callers_holdout_and_draws_none_of_its_own(
+    downstream: str,
+) -> None:
+    """``eager`` holds out every request it starts; one continuing a caller's deadline is
+    in the holdout exactly when the caller's baggage says so."""
+    own = call(f"{downstream}/?pipeline=eager", {})
+    assert own["holdout"] is True
+    assert own["holdout_baggage"] == "1"
+    held = Budgets.from_documents([], holdout_percent=100)
+    with held.request("caller", budget_ms=2000):
+        headers: dict[str, str] = {}
+        propagate.inject(headers)
+    assert "latency_budget.holdout=1" in headers["baggage"].split(",")
+    assert call(f"{downstream}/?pipeline=downstream", headers)["holdout"] is True
+    with Budgets.from_documents([]).request("caller", budget_ms=2000):
+        headers = {}
+        propagate.inject(headers)
+    answer = call(f"{downstream}/?pipeline=eager", headers)
+    assert answer["inherited"] is True
+    assert answer["holdout"] is False
+    assert answer["holdout_baggage"] is None

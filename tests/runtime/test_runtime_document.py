@@ -115,6 +115,7 @@ def test_an_objective_gives_the_deadline_and_a_stage_without_budget_has_none(
         "position": 2,
         "budget": None,
         "observed": {"count": 0, "p50": None, "p95": None, "p99": None},
+        "uncut": {"window_s": 3600, "count": 0, "p50": None, "p95": None, "p99": None},
         "degrade": {},
         "advice": {},
     }

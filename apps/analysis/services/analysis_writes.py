@@ -20,11 +20,11 @@ from apps.ingest.models import Trace
 
 SAMPLE_COLUMNS = (
     "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns", "critical_ns",
-    "span_count", "error",
+    "span_count", "error", "holdout",
 )  # fmt: skip
 # A stage sample as a row in SAMPLE_COLUMNS order: model instances cost more than the COPY.
-SampleRow = tuple[int, int, int, int, int, int, int, int, bool]
-SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool")
+SampleRow = tuple[int, int, int, int, int, int, int, int, bool, bool]
+SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool", "bool")
 
 
 def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:

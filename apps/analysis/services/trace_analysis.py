@@ -21,6 +21,7 @@ from django.conf import settings
 from apps.analysis.attribution import attribute_spans
 from apps.analysis.critical_path import find_root
 from apps.analysis.degradations import DegradationRow, degradation_rows
+from apps.analysis.holdout import trace_in_holdout
 from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.analysis_writes import SampleRow, analyzed_write
 from apps.analysis.spans import Span, unique_spans
@@ -185,6 +186,7 @@ def _samples(
         trace.pipeline_id,
         compiled.stage_ids,
     )
+    holdout = trace_in_holdout(by_id.values())
     samples: list[SampleRow] = [
         (
             trace_pk,
@@ -196,6 +198,7 @@ def _samples(
             stage.critical_ns,
             stage.span_count,
             stage.error,
+            holdout,
         )
         for slug, stage in attribution.stages.items()
     ]

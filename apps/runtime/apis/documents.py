@@ -62,6 +62,9 @@ class _Stage(serializers.Serializer):
     position = serializers.IntegerField()
     budget = _StageBudget(allow_null=True)
     observed = _Observed()
+    uncut = _WindowObserved(
+        help_text="The stage's times in the holdout: the requests run without levers."
+    )
 
 
 class _Objective(serializers.Serializer):
@@ -79,6 +82,7 @@ class RuntimeDocumentOutput(serializers.Serializer):
     objective = _Objective(allow_null=True)
     observed = _WindowObserved()
     stages = _Stage(many=True)
+    holdout_percent = serializers.FloatField(min_value=0, max_value=100)
     refresh_s = serializers.IntegerField()
 
 

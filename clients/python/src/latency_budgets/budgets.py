@@ -21,10 +21,22 @@ class Budgets:
     Spans go to ``tracer_provider`` when given, else to the global one; while no SDK is
     installed (the API's default provider) nothing is recorded, and the deadlines and
     levers still work, at the cost of a clock read per stage.
+
+    ``holdout_percent``: the share of requests run without levers, the control group that
+    tells what the levers save; by default the runtime document's.
     """
 
-    def __init__(self, source: Source, *, tracer_provider: trace.TracerProvider | None = None):
+    def __init__(
+        self,
+        source: Source,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        holdout_percent: float | None = None,
+    ):
+        if holdout_percent is not None and not 0 <= holdout_percent <= 100:
+            raise ValueError("holdout_percent is a share from 0 to 100.")
         self.source = source
+        self._holdout_percent = holdout_percent
         self.ledger = Ledger()
         self._fixed_provider = tracer_provider
         self._provider: object = None
@@ -39,17 +51,26 @@ class Budgets:
         pipelines: Iterable[str] = (),
         timeout_s: float = 2.0,
         tracer_provider: trace.TracerProvider | None = None,
+        holdout_percent: float | None = None,
     ) -> "Budgets":
-        """Runtime documents from the server at ``url`` with the team's ingest token."""
+        """Runtime documents from the server at ``url`` with the team's metrics token."""
         source = ServerSource(url, token, pipelines=pipelines, timeout_s=timeout_s)
-        return cls(source, tracer_provider=tracer_provider)
+        return cls(source, tracer_provider=tracer_provider, holdout_percent=holdout_percent)
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, tracer_provider: trace.TracerProvider | None = None
+        cls,
+        path: str | Path,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        holdout_percent: float | None = None,
     ) -> "Budgets":
         """Budgets from the team's configuration file, offline (no observed times)."""
-        return cls(source_from_file(path), tracer_provider=tracer_provider)
+        return cls(
+            source_from_file(path),
+            tracer_provider=tracer_provider,
+            holdout_percent=holdout_percent,
+        )
 
     @classmethod
     def from_documents(
@@ -57,13 +78,18 @@ class Budgets:
         documents: Iterable[Mapping[str, Any] | PipelineFigures],
         *,
         tracer_provider: trace.TracerProvider | None = None,
+        holdout_percent: float | None = None,
     ) -> "Budgets":
         """Budgets from runtime documents the application already holds."""
         figures = [
             item if isinstance(item, PipelineFigures) else figures_from_document(item)
             for item in documents
         ]
-        return cls(StaticSource(figures), tracer_provider=tracer_provider)
+        return cls(
+            StaticSource(figures),
+            tracer_provider=tracer_provider,
+            holdout_percent=holdout_percent,
+        )
 
     def request(
         self,
@@ -90,6 +116,12 @@ class Budgets:
         if isinstance(self.source, ServerSource):
             return self.source.wait_ready(pipelines, timeout_s)
         return all(self.source.figures(slug) is not None for slug in pipelines)
+
+    def holdout_percent(self, figures: PipelineFigures | None) -> float:
+        """The share of a pipeline's requests to run without levers, in percent."""
+        if self._holdout_percent is not None:
+            return self._holdout_percent
+        return 0.0 if figures is None else figures.holdout_percent
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer for the current provider; None while no SDK is installed."""

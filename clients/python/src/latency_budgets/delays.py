@@ -1,4 +1,4 @@
-"""A hedge's delay: a percentile of the stage's observed time, or milliseconds."""
+"""A hedge's delay: a percentile of the stage's time without levers, or milliseconds."""
 
 from latency_budgets.figures import StageFigures
 
@@ -15,4 +15,4 @@ def hedge_delay_ms(figures: StageFigures | None, after: str | float) -> float | 
         raise ValueError(f"`after` is one of {', '.join(PERCENTILE_NAMES)} or milliseconds.")
     if figures is None:
         return None
-    return figures.observed.get(after)
+    return figures.tail(after)

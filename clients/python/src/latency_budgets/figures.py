@@ -18,6 +18,9 @@ PERCENTILES = ("p50", "p90", "p95", "p99")
 # the requests.
 DEADLINE_PERCENTILES = ("p99", "p95", "p90", "p50")
 DEFAULT_REFRESH_S = 30.0
+# Below this many holdout requests a stage's uncut figures are too thin to beat the
+# observed ones, cut as those are.
+MIN_UNCUT_COUNT = 30
 
 
 class DocumentError(ValueError):
@@ -46,6 +49,16 @@ class StageFigures:
     budget_ms: float | None = None
     observed: Observed = Observed()
     policy: StagePolicy = NO_POLICY
+    uncut: Observed = Observed()
+
+    def tail(self, percentile: str) -> float | None:
+        """The stage's time at ``percentile`` as if no lever cut it: the holdout's figure
+        when there are enough holdout requests, else the observed one."""
+        if self.uncut.count >= MIN_UNCUT_COUNT:
+            uncut = self.uncut.get(percentile)
+            if uncut is not None:
+                return uncut
+        return self.observed.get(percentile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +68,7 @@ class PipelineFigures:
     stages: tuple[StageFigures, ...] = ()
     observed: Observed = Observed()
     refresh_s: float = DEFAULT_REFRESH_S
+    holdout_percent: float = 0.0
     by_slug: Mapping[str, StageFigures] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,15 +154,20 @@ def figures_from_document(document: Any) -> PipelineFigures:
                 budget_ms=_number(budget.get("ms"), f"{where}.budget.ms"),
                 observed=_observed(item.get("observed"), f"{where}.observed"),
                 policy=_policy(item.get("degrade"), item.get("advice"), where),
+                uncut=_observed(item.get("uncut"), f"{where}.uncut"),
             )
         )
     refresh = _number(data.get("refresh_s"), "document.refresh_s", minimum=1.0)
+    holdout = _number(data.get("holdout_percent"), "document.holdout_percent")
+    if holdout is not None and holdout > 100:
+        raise DocumentError("document.holdout_percent: a share from 0 to 100.")
     return PipelineFigures(
         slug=_slug(data.get("pipeline"), "document.pipeline"),
         deadline_ms=_number(data.get("deadline_ms"), "document.deadline_ms", minimum=1.0),
         stages=tuple(sorted(parsed, key=lambda stage: stage.position)),
         observed=_observed(data.get("observed"), "document.observed"),
         refresh_s=DEFAULT_REFRESH_S if refresh is None else refresh,
+        holdout_percent=0.0 if holdout is None else holdout,
     )
 
 

@@ -51,6 +51,7 @@ class StagePolicy:
 
 
 NO_POLICY = StagePolicy()
+NO_LEVERS = StagePolicy(levers=frozenset())
 
 
 def _ms(value: Any, where: str) -> float | None:

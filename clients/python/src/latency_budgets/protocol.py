@@ -6,11 +6,15 @@ client, in any language.
 
 # W3C baggage member: the request's deadline, absolute Unix time in whole milliseconds.
 BAGGAGE_DEADLINE = "latency_budget.deadline"
+# W3C baggage member, "1" on a request of the holdout (run without levers).
+BAGGAGE_HOLDOUT = "latency_budget.holdout"
+HOLDOUT_VALUE = "1"
 
 # On the request's span.
 PIPELINE = "latency_budget.pipeline"
 DEADLINE = "latency_budget.deadline"
 INHERITED = "latency_budget.inherited"
+HOLDOUT = "latency_budget.holdout"
 
 # On a stage's span, and on each decision event.
 STAGE = "latency_budget.stage"

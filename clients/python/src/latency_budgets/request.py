@@ -6,6 +6,7 @@ once, when the request opens, so a wall-clock step during the request changes no
 
 import contextvars
 import math
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import TracebackType
@@ -17,6 +18,7 @@ from latency_budgets import protocol
 from latency_budgets.attempts import Attempt
 from latency_budgets.decisions import Decision
 from latency_budgets.figures import PipelineFigures, StageFigures
+from latency_budgets.policies import NO_LEVERS, NO_POLICY, StagePolicy
 
 if TYPE_CHECKING:
     from latency_budgets.budgets import Budgets
@@ -59,6 +61,9 @@ class Request:
         self.decisions: list[Decision] = []
         self.deadline_unix_ms: float | None = None
         self.inherited = False
+        # A request of the holdout runs with every lever off: the control group whose
+        # stage times tell what the levers save (docs/runtime.md, "Holdout").
+        self.holdout = False
         self.span: trace.Span | None = None
         self._tracer: trace.Tracer | None = None
         self._budget_ms = budget_ms
@@ -88,12 +93,23 @@ class Request:
             self._deadline_mono = now_mono + (deadline - now_ms) / 1000
             if not self.inherited:
                 ctx = baggage.set_baggage(protocol.BAGGAGE_DEADLINE, str(int(deadline)), ctx)
+        # The first process of a request draws it into the holdout; the others follow.
+        marked = baggage.get_baggage(protocol.BAGGAGE_HOLDOUT, ctx) == protocol.HOLDOUT_VALUE
+        if marked:
+            self.holdout = True
+        elif inherited is None:
+            percent = self.budgets.holdout_percent(self.figures)
+            if percent > 0 and random.random() * 100 < percent:
+                self.holdout = True
+                ctx = baggage.set_baggage(protocol.BAGGAGE_HOLDOUT, protocol.HOLDOUT_VALUE, ctx)
         tracer = self._tracer = self.budgets.tracer()
         if tracer is not None:
             attributes: dict[str, Any] = {
                 protocol.PIPELINE: self.pipeline,
                 protocol.INHERITED: self.inherited,
             }
+            if self.holdout:
+                attributes[protocol.HOLDOUT] = True
             if self.deadline_unix_ms is not None:
                 attributes[protocol.DEADLINE] = int(self.deadline_unix_ms)
             self.span = tracer.start_span(f"request {self.pipeline}", ctx, attributes=attributes)
@@ -144,6 +160,13 @@ class Request:
     def stage_figures(self, slug: str) -> StageFigures | None:
         return None if self.figures is None else self.figures.stage(slug)
 
+    def lever_policy(self, slug: str) -> StagePolicy:
+        """The levers' settings for the stage: none acts in a request of the holdout."""
+        if self.holdout:
+            return NO_LEVERS
+        stage = self.stage_figures(slug)
+        return NO_POLICY if stage is None else stage.policy
+
     def timeout_for(self, slug: str, *, at: float | None = None) -> float:
         """The stage's budget in ms, clamped to what remains (never below 0); infinite
         when there is neither a budget nor a deadline. ``at``: a monotonic instant to
@@ -168,7 +191,7 @@ class Request:
         remaining = self.remaining_ms
         if stage is None or stage.observed.p50 is None or math.isinf(remaining):
             return False
-        if not stage.policy.allows(protocol.SKIP):
+        if not self.lever_policy(slug).allows(protocol.SKIP):
             return False
         assert self.figures is not None
         rest = sum(
@@ -186,7 +209,7 @@ class Request:
                 protocol.SKIP,
                 f"remaining {_ms(remaining)} < {slug} p50 {_ms(stage.observed.p50)}"
                 f" + rest p50 {_ms(rest)}",
-                saved_ms=stage.observed.p50,
+                saved_ms=stage.tail("p50") or 0.0,
                 remaining_ms=remaining,
             )
         return True
@@ -413,8 +436,10 @@ class StageScope:
 
     def saved_after(self, elapsed_ms: float) -> float:
         """The estimate of time saved by leaving the stage's call at ``elapsed_ms``: its
-        observed p99 minus the time it had run, 0 without a p99 (``docs/runtime.md``)."""
+        p99 without levers minus the time it had run, 0 without a p99
+        (``docs/runtime.md``)."""
         figures = self.figures
-        if figures is None or figures.observed.p99 is None:
+        p99 = None if figures is None else figures.tail("p99")
+        if p99 is None:
             return 0.0
-        return max(figures.observed.p99 - elapsed_ms, 0.0)
+        return max(p99 - elapsed_ms, 0.0)

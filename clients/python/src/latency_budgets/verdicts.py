@@ -5,7 +5,7 @@ import math
 from latency_budgets import protocol
 from latency_budgets.attempts import Attempt
 from latency_budgets.decisions import Decision
-from latency_budgets.policies import NO_POLICY, StagePolicy
+from latency_budgets.policies import StagePolicy
 from latency_budgets.request import Request, StageScope, _ms
 
 
@@ -66,8 +66,7 @@ def fell_back(request: Request, scope: StageScope, allowance: float) -> Decision
 
 
 def _policy(scope: StageScope) -> StagePolicy:
-    figures = scope.figures
-    return NO_POLICY if figures is None else figures.policy
+    return scope.request.lever_policy(scope.slug)
 
 
 def first_token_allowance(
