@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.pipelines import no_stage_views, views
+from apps.pipelines import degrade_views, no_stage_views, views
 
 app_name = "pipelines"
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path(STAGE + "edit/", views.stage_edit, name="stage_edit"),
     path(STAGE + "delete/", views.stage_delete_view, name="stage_delete"),
     path(STAGE + "move/", views.stage_move_view, name="stage_move"),
+    path(STAGE + "degrade/", degrade_views.stage_degrade_edit, name="stage_degrade"),
     path(STAGE + "rules/new/", views.rule_add, name="rule_add"),
     path(RULE + "edit/", views.rule_edit, name="rule_edit"),
     path(RULE + "delete/", views.rule_delete, name="rule_delete"),

@@ -70,6 +70,7 @@ def stage_dashboard(
         "team": membership.team,
         "pipeline": pipeline,
         "stage": stage,
+        "can_write": membership.can_write,
         "page": stage_page(pipeline=pipeline, stage=stage, range_=range_),
         "unmatched_window": window_for_range(range_),
         **common_context(form, range_, windows=[*WINDOWS]),
