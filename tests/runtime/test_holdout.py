@@ -15,7 +15,7 @@ from tests.builders.bucket_rows import nearest_rank
 from tests.builders.ingested_traces import ingest, make_rag_pipeline, now_ns
 from tests.builders.recompute_traces import rollups_settle
 from tests.builders.spans import AUTH, RETR_A, ROOT, HandSpan, span
-from tests.conftest import TeamWorld
+from tests.conftest import TeamWorld, client_for
 from tests.timing import MS
 
 pytestmark = pytest.mark.django_db
@@ -153,3 +153,71 @@ def test_the_read_stops_at_the_newest_samples_past_its_cap(world: TeamWorld) -> 
     # Four rows over both stages, newest first: the last two requests' two stages.
     assert times[retrieval.pk].count == 2
     assert times[retrieval.pk].percentiles["p99"] == pytest.approx(104.0)
+
+
+# The levers' effect measured on the pages ----------------------------------------------
+
+
+def cohort_cells(html: str, cohort: str) -> list[str]:
+    """The text of the cells of one row of the holdout table."""
+    row = html.split(f'data-cohort="{cohort}"', 1)[1].split("</tr>", 1)[0]
+    cells = [cell.split(">", 1)[1] for cell in row.split("<td")[1:]]
+    return [cell.split("</td>", 1)[0].strip() for cell in cells]
+
+
+def test_the_pipeline_page_sets_the_holdout_beside_every_request(world: TeamWorld) -> None:
+    pipeline = make_rag_pipeline(world.team)
+    pipeline.objective_target = 99
+    pipeline.objective_threshold_ms = 250
+    pipeline.save()
+    t0 = now_ns() - 600_000 * MS
+    # Ten held-out requests of 160 to 340 ms (retrieval 100 to 280, auth and 60 ms more),
+    # thirty with their retrieval capped at 150 ms (210 ms end to end).
+    held = [100 + 20 * n for n in range(10)]
+    ingest(
+        world.team,
+        *(request(0x100 + n, t0 + n * 1000 * MS, ms, holdout=True) for n, ms in enumerate(held)),
+        *(request(0x400 + n, t0 + (n * 1000 + 500) * MS, 150) for n in range(30)),
+    )
+    rollups_settle()
+    page = client_for(world.viewer).get(
+        f"/teams/{world.team.slug}/dashboards/{pipeline.slug}/?window=1h"
+    )
+    assert page.status_code == 200
+    html = page.text
+    e2e = [60 + ms for ms in held]
+    holdout = cohort_cells(html, "holdout")
+    assert holdout[1] == "10"
+    assert holdout[2] == f"{nearest_rank(e2e, 0.95):.0f} ms"
+    assert holdout[3] == f"{nearest_rank(e2e, 0.99):.0f} ms"
+    # Within 250 ms: 160 … 240, five of ten.
+    assert holdout[4] == "50.0 %"
+    everyone = cohort_cells(html, "everyone")
+    assert everyone[1] == "40"
+    # Thirty capped at 210 ms and the holdout's five: 35 of 40.
+    assert everyone[4] == "87.5 %"
+    assert "25.0 % of this range" in html
+
+    stage = pipeline.stages.get(slug="retrieval")
+    stage_page = client_for(world.viewer).get(
+        f"/teams/{world.team.slug}/dashboards/{pipeline.slug}/stages/{stage.slug}/?window=1h"
+    )
+    assert stage_page.status_code == 200
+    cells = cohort_cells(stage_page.text, "holdout")
+    assert cells[1:] == ["10", f"{nearest_rank(held, 0.95):.0f} ms",
+                         f"{nearest_rank(held, 0.99):.0f} ms"]  # fmt: skip
+    # The outsider sees neither page.
+    outsider = client_for(world.outsider)
+    assert outsider.get(f"/teams/{world.team.slug}/dashboards/{pipeline.slug}/").status_code == 404
+
+
+def test_without_a_holdout_request_the_comparison_is_left_out(world: TeamWorld) -> None:
+    pipeline = make_rag_pipeline(world.team)
+    ingest(world.team, request(0x1, now_ns() - 60_000 * MS, 100))
+    rollups_settle()
+    html = (
+        client_for(world.owner)
+        .get(f"/teams/{world.team.slug}/dashboards/{pipeline.slug}/?window=1h")
+        .text
+    )
+    assert 'data-role="holdout"' not in html

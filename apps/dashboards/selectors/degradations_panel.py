@@ -8,6 +8,11 @@ from urllib.parse import urlencode
 from apps.core.time import to_datetime
 from apps.dashboards.charts import LineChart, TimedValue, line_chart
 from apps.dashboards.ranges import Range
+from apps.dashboards.selectors.holdout_comparison import (
+    HoldoutComparison,
+    pipeline_holdout_comparison,
+    stage_holdout_comparison,
+)
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.selectors.degradations import (
     PipelineLedger,
@@ -15,6 +20,7 @@ from apps.rollups.selectors.degradations import (
     degradation_counts,
     pipeline_ledger,
 )
+from apps.rollups.selectors.percentiles import Distribution
 
 CHART_STEPS = 60
 
@@ -28,6 +34,8 @@ class DegradationPanel:
     # Query of the trace list for the range's degraded traces (add ``&stage=…``).
     traces_query: str
     step: int
+    # The holdout beside every request: the levers' effect measured.
+    holdout: HoldoutComparison | None = None
 
     @property
     def step_label(self) -> str:
@@ -53,13 +61,23 @@ def degradation_panel(
     pipeline: Pipeline,
     range_: Range,
     requests: int,
+    everyone: Distribution,
     stages: Sequence[Stage],
     stage: Stage | None = None,
 ) -> DegradationPanel:
-    """``requests`` and ``stages``: the range's end-to-end count and the pipeline's
-    stages in order, from the figures the page read."""
+    """``everyone`` and ``stages``: the range's end-to-end times (the stage's own on a
+    stage's page) and the pipeline's stages in order, from the figures the page read;
+    ``requests``: the range's end-to-end count."""
     ledger = pipeline_ledger(
         pipeline=pipeline, start=range_.start, end=range_.end, requests=requests, stages=stages
+    )
+    start, end = range_.start, range_.end
+    holdout = (
+        pipeline_holdout_comparison(pipeline=pipeline, start=start, end=end, e2e=everyone)
+        if stage is None
+        else stage_holdout_comparison(
+            pipeline=pipeline, stage=stage, start=start, end=end, wall=everyone
+        )
     )
     step = _step(range_)
     counts = (
@@ -95,4 +113,4 @@ def degradation_panel(
             "to": to_datetime(range_.end).strftime("%Y-%m-%dT%H:%M:%S"),
         }
     )
-    return DegradationPanel(ledger, chart, rows, traces_query, step)
+    return DegradationPanel(ledger, chart, rows, traces_query, step, holdout)

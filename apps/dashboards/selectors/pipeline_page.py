@@ -209,6 +209,7 @@ def pipeline_page(
             pipeline=pipeline,
             range_=range_,
             requests=figures.e2e.count,
+            everyone=figures.e2e,
             stages=[row.stage for row in figures.stages],
         ),
     )

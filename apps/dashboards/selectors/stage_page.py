@@ -117,6 +117,7 @@ def stage_page(
             pipeline=pipeline,
             range_=range_,
             requests=percentiles.e2e.count,
+            everyone=wall,
             stages=[stage],
             stage=stage,
         ),
