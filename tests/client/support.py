@@ -38,6 +38,23 @@ DECISION_KEYS = {STAGE, ACTION, REASON, REMAINING_MS, SAVED_MS}
 SOON_S = 5.0
 
 
+# What a lever saved --------------------------------------------------------------------
+
+
+def expected_rest(p50: float, p99: float, elapsed_ms: float) -> float:
+    """``E[T - elapsed | T > elapsed]`` for ``T`` lognormal through ``p50`` and ``p99``, by
+    numerical integration over the density (not the client's closed form); at 0, the
+    mean."""
+    import numpy as np
+
+    mu, sigma = np.log(p50), (np.log(p99) - np.log(p50)) / 2.3263478740408408
+    low = np.log(elapsed_ms) if elapsed_ms > 0 else mu - 14 * sigma
+    x = np.linspace(low, max(low, mu) + 14 * sigma, 400_001)
+    density = np.exp(-0.5 * ((x - mu) / sigma) ** 2)
+    rest = (np.exp(x) - elapsed_ms) * density
+    return float(np.trapezoid(rest, x) / np.trapezoid(density, x))
+
+
 # Runtime documents ---------------------------------------------------------------------
 
 

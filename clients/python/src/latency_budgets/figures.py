@@ -51,14 +51,14 @@ class StageFigures:
     policy: StagePolicy = NO_POLICY
     uncut: Observed = Observed()
 
+    @property
+    def unlevered(self) -> Observed:
+        """The stage's times as if no lever cut them: the holdout's when there are enough
+        holdout requests, else the observed ones."""
+        return self.uncut if self.uncut.count >= MIN_UNCUT_COUNT else self.observed
+
     def tail(self, percentile: str) -> float | None:
-        """The stage's time at ``percentile`` as if no lever cut it: the holdout's figure
-        when there are enough holdout requests, else the observed one."""
-        if self.uncut.count >= MIN_UNCUT_COUNT:
-            uncut = self.uncut.get(percentile)
-            if uncut is not None:
-                return uncut
-        return self.observed.get(percentile)
+        return self.unlevered.get(percentile)
 
 
 @dataclass(frozen=True, slots=True)

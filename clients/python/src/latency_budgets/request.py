@@ -19,6 +19,7 @@ from latency_budgets.attempts import Attempt
 from latency_budgets.decisions import Decision
 from latency_budgets.figures import PipelineFigures, StageFigures
 from latency_budgets.policies import NO_LEVERS, NO_POLICY, StagePolicy
+from latency_budgets.residual import expected_rest_ms
 
 if TYPE_CHECKING:
     from latency_budgets.budgets import Budgets
@@ -160,6 +161,16 @@ class Request:
     def stage_figures(self, slug: str) -> StageFigures | None:
         return None if self.figures is None else self.figures.stage(slug)
 
+    def saved_estimate(self, slug: str, elapsed_ms: float) -> float:
+        """The estimate of time saved by leaving the stage's call after ``elapsed_ms``
+        (0: by not calling it at all): the rest it was expected to take, from the
+        stage's times without levers (``docs/runtime.md``); 0 without them."""
+        stage = self.stage_figures(slug)
+        if stage is None:
+            return 0.0
+        times = stage.unlevered
+        return expected_rest_ms(times.p50, times.p99, elapsed_ms)
+
     def lever_policy(self, slug: str) -> StagePolicy:
         """The levers' settings for the stage: none acts in a request of the holdout."""
         if self.holdout:
@@ -209,7 +220,7 @@ class Request:
                 protocol.SKIP,
                 f"remaining {_ms(remaining)} < {slug} p50 {_ms(stage.observed.p50)}"
                 f" + rest p50 {_ms(rest)}",
-                saved_ms=stage.tail("p50") or 0.0,
+                saved_ms=self.saved_estimate(slug, 0.0),
                 remaining_ms=remaining,
             )
         return True
@@ -435,11 +446,4 @@ class StageScope:
             self.span.add_event(protocol.FIRST_TOKEN_EVENT)
 
     def saved_after(self, elapsed_ms: float) -> float:
-        """The estimate of time saved by leaving the stage's call at ``elapsed_ms``: its
-        p99 without levers minus the time it had run, 0 without a p99
-        (``docs/runtime.md``)."""
-        figures = self.figures
-        p99 = None if figures is None else figures.tail("p99")
-        if p99 is None:
-            return 0.0
-        return max(p99 - elapsed_ms, 0.0)
+        return self.request.saved_estimate(self.slug, elapsed_ms)
