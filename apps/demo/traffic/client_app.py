@@ -52,6 +52,7 @@ class RequestOutcome:
     within_deadline: bool
     failed: bool
     cut_short: bool  # the run stopped while it was under way
+    holdout: bool = False  # the client ran it with every lever off
 
 
 class DemoApplication:
@@ -100,6 +101,7 @@ class DemoApplication:
             within_deadline=within,
             failed=failed,
             cut_short=self.abort.is_set(),
+            holdout=request.holdout,
         )
 
     def _run(self, req: Request, step: PlannedStep, job: RequestJob) -> None:

@@ -25,6 +25,7 @@ class ClientRunReport:
     decisions: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, action)
     saved_ms: dict[tuple[str, str], float] = field(default_factory=dict)
     first_error: str | None = None
+    holdout: int = 0  # of the requests, those the client ran with every lever off
 
     @property
     def within_share(self) -> float | None:
@@ -54,6 +55,8 @@ class ClientRunReport:
             lines.append(
                 f"Within the deadline{deadline}: {share:.1%} of {self.with_deadline} requests"
             )
+        if self.holdout:
+            lines.append(f"Run without levers (the holdout): {self.holdout} requests")
         if self.decisions:
             counted = ", ".join(
                 f"{stage} {action} {count}"
@@ -92,3 +95,4 @@ class RequestTally:
             self.outcomes["failed"] += outcome.failed
             self.outcomes["with_deadline"] += outcome.had_deadline
             self.outcomes["within_deadline"] += outcome.within_deadline
+            self.outcomes["holdout"] += outcome.holdout

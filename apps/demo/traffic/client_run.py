@@ -112,6 +112,7 @@ def traffic_run_through_client(
         within_deadline=tally.outcomes["within_deadline"],
         cut_short=tally.outcomes["cut_short"],
         broken=tally.outcomes["broken"],
+        holdout=tally.outcomes["holdout"],
         not_sent=not_sent,
         elapsed_s=elapsed_s,
         deadline_ms=None if figures is None else figures.deadline_ms,
