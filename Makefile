@@ -71,7 +71,7 @@ run: install
 	trap '[ -z "$$banner" ] || kill $$banner 2>/dev/null; $(RUN_DB_STOP)' EXIT; \
 	$(MAKE) --no-print-directory setup || exit; \
 	echo ""; \
-	echo "  Starting web, worker, scheduler and demo traffic: the address and the sign-in follow once they are up."; \
+	echo "  Starting web, OTLP/gRPC, worker, scheduler and demo traffic: the address and the sign-in follow once they are up."; \
 	echo ""; \
 	$(RUN_ENV) $(PY) manage.py demo_banner --url $(SITE_URL) & banner=$$!; \
 	$(RUN_ENV) $(BIN)/honcho start -f Procfile; rc=$$?; \

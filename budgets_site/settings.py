@@ -417,6 +417,22 @@ INGEST_MAX_BODY_BYTES = _int("INGEST_MAX_BODY_BYTES", default=8 * 1024 * 1024, l
 INGEST_MAX_DECOMPRESSED_BYTES = _int(
     "INGEST_MAX_DECOMPRESSED_BYTES", default=32 * 1024 * 1024, least=1
 )
+
+# --- OTLP/gRPC ingest (docs/ingestion.md): its own process, `manage.py serve_otlp_grpc` --
+# Where it listens (4317 is OTLP/gRPC's registered port) and how many calls it serves at
+# once; past OTLP_GRPC_MAX_CONCURRENT calls in flight it answers RESOURCE_EXHAUSTED.
+OTLP_GRPC_HOST = env.str("OTLP_GRPC_HOST", default="127.0.0.1")
+OTLP_GRPC_PORT = _int("OTLP_GRPC_PORT", default=4317, least=0)
+OTLP_GRPC_THREADS = _int("OTLP_GRPC_THREADS", default=8, least=1)
+OTLP_GRPC_MAX_CONCURRENT = _int("OTLP_GRPC_MAX_CONCURRENT", default=64, least=1)
+# TLS: a PEM certificate chain and its key; both unset, the port speaks plain HTTP/2 (put
+# it behind a TLS-terminating proxy, or on a private network).
+OTLP_GRPC_TLS_CERT_FILE = env.str("OTLP_GRPC_TLS_CERT_FILE", default="")
+OTLP_GRPC_TLS_KEY_FILE = env.str("OTLP_GRPC_TLS_KEY_FILE", default="")
+if bool(OTLP_GRPC_TLS_CERT_FILE) != bool(OTLP_GRPC_TLS_KEY_FILE):
+    raise ImproperlyConfigured(
+        "Set both OTLP_GRPC_TLS_CERT_FILE and OTLP_GRPC_TLS_KEY_FILE, or neither."
+    )
 # What one span may hold (see apps/ingest/decoding/limits.py), in characters. Past the
 # name, attribute-count and size limits a span is rejected with its reason in
 # partial_success; longer values are truncated, extra events dropped, as the SDK does.
