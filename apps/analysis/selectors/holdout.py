@@ -17,20 +17,22 @@ UNCUT_PERCENTILES = ("p50", "p95", "p99")
 MAX_HOLDOUT_SAMPLES = 50_000
 
 _TABLE = StageSample._meta.db_table
-# The partial index on the holdout (pipeline, start) is walked newest first and stops
-# at the cap; the percentiles are then exact over what it read.
+# The holdout's newest samples of a range: its partial index on (pipeline, start) walked
+# newest first, stopping at the cap. Both reads below start here.
+_RECENT = f"""
+    SELECT trace_pk, stage_id, wall_ns FROM {_TABLE}
+    WHERE pipeline_id = %(pipeline)s AND holdout
+        AND start_ns >= %(start)s AND start_ns < %(end)s
+    ORDER BY start_ns DESC
+    LIMIT %(limit)s
+"""  # noqa: S608 - the table name is the model's
+# The percentiles are exact over what the walk read.
 _SQL = f"""
-    WITH recent AS (
-        SELECT stage_id, wall_ns FROM {_TABLE}
-        WHERE pipeline_id = %(pipeline)s AND holdout
-            AND start_ns >= %(start)s AND start_ns < %(end)s
-        ORDER BY start_ns DESC
-        LIMIT %(limit)s
-    )
+    WITH recent AS ({_RECENT})
     SELECT stage_id, count(*),
         percentile_disc(%(quantiles)s::float8[]) WITHIN GROUP (ORDER BY wall_ns)
     FROM recent GROUP BY stage_id
-"""  # noqa: S608 - the table name is the model's
+"""  # noqa: S608 - built from the constant above
 
 
 @dataclass(frozen=True)
@@ -88,22 +90,14 @@ _TRACES = Trace._meta.db_table
 # per stage: distinct), newest first up to the cap; their end-to-end times from the
 # trace rows, by primary key.
 _REQUESTS_SQL = f"""
-    WITH held AS (
-        SELECT DISTINCT trace_pk FROM (
-            SELECT trace_pk FROM {_TABLE}
-            WHERE pipeline_id = %(pipeline)s AND holdout
-                AND start_ns >= %(start)s AND start_ns < %(end)s
-            ORDER BY start_ns DESC
-            LIMIT %(limit)s
-        ) AS recent
-    )
+    WITH held AS (SELECT DISTINCT trace_pk FROM ({_RECENT}) AS recent)
     SELECT count(*),
         count(*) FILTER (WHERE t.end_ns - t.start_ns <= %(deadline)s),
         percentile_disc(ARRAY[0.95, 0.99]::float8[])
             WITHIN GROUP (ORDER BY t.end_ns - t.start_ns)
     FROM {_TRACES} AS t JOIN held ON t.id = held.trace_pk
     WHERE t.end_ns IS NOT NULL AND t.start_ns IS NOT NULL
-"""  # noqa: S608 - the table names are the models'
+"""  # noqa: S608 - the table name is the model's
 
 
 def holdout_requests(
