@@ -67,12 +67,9 @@ def union_ns(intervals: list[tuple[int, int]]) -> int:
 
 def _charge(span_id: str, start: int, end: int, match: SpanMatch) -> list[ChargedSegment]:
     token = match.first_token_ns
-    if token is not None and start < token < end:
-        return [
-            ChargedSegment(span_id, start, token, match.before_stage),
-            ChargedSegment(span_id, token, end, match.after_stage),
-        ]
-    return [ChargedSegment(span_id, start, end, match.stage_at(start))]
+    if token is None or not start < token:
+        return [ChargedSegment(span_id, start, end, match.stage_at(start))]
+    return [ChargedSegment(span_id, lo, hi, stage) for lo, hi, stage in match.pieces(start, end)]
 
 
 def attribute_trace(spans: Iterable[Span], matcher: StageMatcher) -> TraceAttribution:

@@ -61,7 +61,13 @@ def inherited_matches(
 
 def _inherit(parent: SpanMatch, child: Span, source: str) -> SpanMatch:
     token = parent.first_token_ns
-    if token is not None and child.start_ns < token < child.stop_ns:
-        return SpanMatch(token, parent.before_stage, parent.after_stage, inherited_from=source)
+    if token is not None and len(parent.pieces(child.start_ns, child.stop_ns)) > 1:
+        return SpanMatch(
+            token,
+            parent.before_stage,
+            parent.after_stage,
+            inherited_from=source,
+            engine=parent.engine,
+        )
     stage = parent.stage_at(child.start_ns)
     return SpanMatch(None, stage, stage, inherited_from=source)

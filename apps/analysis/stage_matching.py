@@ -19,7 +19,10 @@ Conditions of a rule, all of which must hold (an empty one matches everything):
 - service: exact ``service.name``.
 
 An LLM span splits at its first token into a part before it and a part after
-it; see ``first_token_ns`` and ``StageMatcher.match``.
+it; see ``first_token_ns`` and ``StageMatcher.match``. Where it carries a serving
+engine's timings (``apps.analysis.engine_timing``), the part before the first token
+splits again into gateway, queue and prefill, and the part after it is decode: rules
+with those portions take those parts.
 
 A span that names its stage itself, with ``latency_budget.stage`` (the attribute the
 run-time client writes, ``docs/runtime.md``), goes to that stage of the pipeline before
@@ -35,6 +38,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from apps.analysis.engine_timing import (
+    engine_cuts,
+    engine_first_token_offset_ns,
+    has_engine_timing,
+    seconds_attribute,
+)
 from apps.analysis.spans import Span
 from apps.core.time import NS_PER_S
 from apps.pipelines.name_patterns import NameTest, name_test
@@ -47,7 +56,24 @@ REGEX = "regex"
 WHOLE = "whole"
 UNTIL_FIRST_TOKEN = "until_first_token"  # noqa: S105 - portion names, not secrets
 AFTER_FIRST_TOKEN = "after_first_token"  # noqa: S105
-PORTIONS = (WHOLE, UNTIL_FIRST_TOKEN, AFTER_FIRST_TOKEN)
+GATEWAY = "gateway"
+QUEUE = "queue"
+PREFILL = "prefill"
+DECODE = "decode"
+PORTIONS = (WHOLE, UNTIL_FIRST_TOKEN, AFTER_FIRST_TOKEN, GATEWAY, QUEUE, PREFILL, DECODE)
+# The parts of a span each portion covers: before and after the first token without an
+# engine's timings; gateway, queue, prefill and decode with them.
+_BEFORE, _AFTER, _GATEWAY, _QUEUE, _PREFILL, _DECODE = range(6)
+_COVERS = {
+    WHOLE: frozenset((_BEFORE, _AFTER, _GATEWAY, _QUEUE, _PREFILL, _DECODE)),
+    UNTIL_FIRST_TOKEN: frozenset((_BEFORE, _GATEWAY, _QUEUE, _PREFILL)),
+    AFTER_FIRST_TOKEN: frozenset((_AFTER, _DECODE)),
+    GATEWAY: frozenset((_GATEWAY,)),
+    QUEUE: frozenset((_QUEUE,)),
+    PREFILL: frozenset((_PREFILL,)),
+    DECODE: frozenset((_DECODE,)),
+}
+ENGINE_PORTIONS = (GATEWAY, QUEUE, PREFILL, DECODE)
 DEFAULT_FIRST_TOKEN_EVENT = "first_token"  # noqa: S105 - an event name
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 # The attribute a span names its stage with (the run-time client's protocol).
@@ -123,50 +149,41 @@ def normalise_kind(kind: str) -> str:
     return kind.strip().lower().removeprefix("span_kind_")
 
 
-# The largest offset a span can hold: its times are signed 64-bit nanoseconds.
-_MAX_OFFSET_S = (2**63 - 1) / NS_PER_S
-
-
-def _seconds(value: Any) -> float | None:
-    """Seconds from a stored attribute; None for anything that is no usable number.
-
-    Total: spans stored before ingestion checked this attribute may hold anything
-    JSON can, and one bad span must not stop the analysis of every trace.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if not isinstance(value, int | float):
-        return None
-    # Compared before any conversion, so a huge integer cannot overflow; NaN fails too.
-    if not -_MAX_OFFSET_S <= value <= _MAX_OFFSET_S:
-        return None
-    return float(value)
-
-
 def first_token_ns(span: Span, event_name: str = DEFAULT_FIRST_TOKEN_EVENT) -> int | None:
     """When the span's first token arrived, clamped into the span; None when unknown.
 
     ``gen_ai.response.time_to_first_chunk`` (seconds after the start) wins over
     the earliest event named ``event_name``, unless it is no usable number (see
-    ``_seconds``); it never raises, whatever the stored value.
+    ``seconds_attribute``); both are the client's first token and win over a serving
+    engine's own (``engine_first_token_offset_ns``). It never raises, whatever the
+    stored value.
     """
     value = span.attributes.get(TIME_TO_FIRST_CHUNK)
-    seconds = None if value is None else _seconds(value)
+    seconds = None if value is None else seconds_attribute(value)
+    times = [time for name, time in span.events if name == event_name] if span.events else ()
     if seconds is not None:
         token = span.start_ns + round(seconds * NS_PER_S)
-    elif span.events:
-        times = [time for name, time in span.events if name == event_name]
-        if not times:
-            return None
+    elif times:
         token = min(times)
     else:
-        return None
+        offset = engine_first_token_offset_ns(span.attributes)
+        if offset is None:
+            return None
+        token = span.start_ns + offset
     return min(max(token, span.start_ns), span.stop_ns)
+
+
+@dataclass(slots=True)
+class EngineSplit:
+    """The part of a span before its first token taken apart by a serving engine's timings:
+    ``[queue_from, prefill_from)`` is ``queue_stage``'s and ``[prefill_from, first_token)``
+    ``prefill_stage``'s; what comes before ``queue_from`` stays the match's ``before_stage``
+    (the gateway's part). Absolute times, so a child that inherits them splits alike."""
+
+    queue_from: int
+    queue_stage: str | None
+    prefill_from: int
+    prefill_stage: str | None
 
 
 # Not frozen: a frozen dataclass costs five times as much to build, and trace analysis
@@ -178,6 +195,8 @@ class SpanMatch:
     With a known first token the span is ``[start, first_token)`` for
     ``before_stage`` and ``[first_token, stop)`` for ``after_stage``; without
     one it is a single part and both names hold its stage. None is untracked.
+    With ``engine`` (a serving engine's timings, and rules that tell its parts apart)
+    the part before the first token is cut again: see ``EngineSplit``.
 
     Why: ``rule`` is the index in ``StageMatcher.rules`` of the rule that took the
     span (its first part, when the parts went to different rules); ``no_stage`` says
@@ -193,23 +212,95 @@ class SpanMatch:
     rule: int | None = field(default=None, compare=False)
     no_stage: bool = field(default=False, compare=False)
     inherited_from: str | None = field(default=None, compare=False)
+    engine: EngineSplit | None = None
 
     @property
     def decided(self) -> bool:
         """A rule of the pipeline took this span (a stage rule or a no-stage rule)."""
         return self.rule is not None
 
+    @property
+    def splits(self) -> bool:
+        """Its parts go to more than one stage (or to a stage and to none)."""
+        if self.first_token_ns is None:
+            return False
+        engine = self.engine
+        if engine is None:
+            return self.before_stage != self.after_stage
+        return (
+            len({self.before_stage, engine.queue_stage, engine.prefill_stage, self.after_stage}) > 1
+        )
+
+    def stages(self) -> tuple[str | None, ...]:
+        """The stages its parts go to in time order, a stage repeated only where another
+        comes between."""
+        if self.first_token_ns is None:
+            return (self.before_stage,)
+        engine = self.engine
+        ordered = (
+            (self.before_stage, self.after_stage)
+            if engine is None
+            else (self.before_stage, engine.queue_stage, engine.prefill_stage, self.after_stage)
+        )
+        return tuple(
+            stage
+            for index, stage in enumerate(ordered)
+            if index == 0 or ordered[index - 1] != stage
+        )
+
     def stage_at(self, time_ns: int) -> str | None:
-        if self.first_token_ns is None or time_ns < self.first_token_ns:
+        token = self.first_token_ns
+        if token is None:
             return self.before_stage
-        return self.after_stage
+        if time_ns >= token:
+            return self.after_stage
+        engine = self.engine
+        if engine is not None:
+            if time_ns >= engine.prefill_from:
+                return engine.prefill_stage
+            if time_ns >= engine.queue_from:
+                return engine.queue_stage
+        return self.before_stage
+
+    def pieces(self, start_ns: int, end_ns: int) -> list[tuple[int, int, str | None]]:
+        """``[start, end)`` cut where the stage changes hands; one piece when it does not."""
+        token = self.first_token_ns
+        if token is None or not start_ns < token:
+            return [(start_ns, end_ns, self.stage_at(start_ns))]
+        engine = self.engine
+        cuts = (token,) if engine is None else (engine.queue_from, engine.prefill_from, token)
+        pieces = []
+        at = start_ns
+        for cut in cuts:
+            if at < cut < end_ns:
+                pieces.append((at, cut, self.stage_at(at)))
+                at = cut
+        pieces.append((at, end_ns, self.stage_at(at)))
+        return pieces
 
     def parts(self, span: Span) -> list[tuple[int, int, str | None]]:
-        if self.first_token_ns is None:
+        """The span's parts, one per stage-taking portion, zero-length ones included: a
+        span whose engine queued it for no time took part in the queue's stage with 0 ns.
+
+        A span that inherited an engine's cuts (``apps.analysis.stage_inheritance``) has
+        only the parts it overlaps, clamped to it.
+        """
+        token = self.first_token_ns
+        if token is None:
             return [(span.start_ns, span.stop_ns, self.before_stage)]
+        engine = self.engine
+        if engine is None:
+            return [
+                (span.start_ns, token, self.before_stage),
+                (token, span.stop_ns, self.after_stage),
+            ]
+        start, stop = span.start_ns, span.stop_ns
+        bounds = (start, engine.queue_from, engine.prefill_from, token, stop)
+        stages = (self.before_stage, engine.queue_stage, engine.prefill_stage, self.after_stage)
         return [
-            (span.start_ns, self.first_token_ns, self.before_stage),
-            (self.first_token_ns, span.stop_ns, self.after_stage),
+            (min(max(lo, start), stop), min(max(hi, start), stop), stage)
+            for lo, hi, stage in zip(bounds[:-1], bounds[1:], stages, strict=True)
+            if lo <= stop and hi >= start
         ]
 
 
@@ -225,7 +316,7 @@ class CompiledRule:
     )
 
     def __init__(self, stage: str | None, spec: RuleSpec) -> None:
-        if spec.portion not in PORTIONS:
+        if spec.portion not in _COVERS:
             raise ValueError(f"Unknown portion {spec.portion!r}.")
         self.stage = stage
         self.portion = spec.portion
@@ -273,9 +364,13 @@ def _name_test(pattern: str, name_match: str) -> NameTest | None:
     return name_test(pattern=pattern, kind=name_match)
 
 
+# The stages of a span's gateway, queue, prefill and decode parts, and the index of the
+# rule that took the first of them: what its rules decide for a span with engine timings.
+EngineDecision = tuple[str | None, str | None, str | None, str | None, int | None]
 # What a span's signature decides: the first token's event name, the stages before
-# and after the first token, the deciding rule's index, and whether a no-stage rule took it.
-Decision = tuple[str, str | None, str | None, int | None, bool]
+# and after the first token, the deciding rule's index, whether a no-stage rule took it,
+# and, where rules tell an engine's parts apart from that, what they give them.
+Decision = tuple[str, str | None, str | None, int | None, bool, EngineDecision | None]
 
 
 class StageMatcher:
@@ -332,10 +427,19 @@ class StageMatcher:
         its end, so ``until_first_token`` rules take all of it and
         ``after_first_token`` rules take nothing.
 
+        A span with a serving engine's timings has four parts instead: gateway, queue
+        and prefill before the first token, decode after it. ``gateway``, ``queue``,
+        ``prefill`` and ``decode`` rules take only those (and nothing of a span without
+        the timings); ``until_first_token`` covers the first three.
+
         The first token's event name comes from the first matching rule that
         splits (portion other than whole), else the default ``first_token``.
         """
-        event_name, before, after, rule, no_stage = self._decide(span)
+        event_name, before, after, rule, no_stage, engine = self._decide(span)
+        if engine is not None and has_engine_timing(span.attributes):
+            split = _engine_match(span, event_name, engine)
+            if split is not None:
+                return split
         if rule is None or no_stage:
             return SpanMatch(None, None, None, rule, no_stage)
         token = first_token_ns(span, event_name)
@@ -346,6 +450,24 @@ class StageMatcher:
                 return SpanMatch(None, None, None)
             return SpanMatch(None, before, before, rule)
         return SpanMatch(token, before, after, rule)
+
+    def part_rules(self, span: Span, match: SpanMatch) -> tuple[int, ...]:
+        """The stage rules that took the parts of a span its own rules matched, in the
+        parts' order, each once: one rule, or one per side of the first token, or one per
+        part of an engine's split."""
+        if match.first_token_ns is None:
+            return () if match.rule is None else (match.rule,)
+        parts = (_BEFORE, _AFTER) if match.engine is None else (_GATEWAY, _QUEUE, _PREFILL, _DECODE)
+        matched = [
+            (index, rule)
+            for index, rule in enumerate(self._rules[: self._no_stage_from])
+            if rule.matches(span)
+        ]
+        found = (
+            next((index for index, rule in matched if part in _COVERS[rule.portion]), None)
+            for part in parts
+        )
+        return tuple(dict.fromkeys(index for index in found if index is not None))
 
     def _decide(self, span: Span) -> Decision:
         # Spans of one kind repeat across traces with the same name, service and
@@ -369,7 +491,7 @@ class StageMatcher:
         for index in range(self._declared_from, len(self._rules)):
             if self._rules[index].matches(span):
                 slug = self._rules[index].stage
-                return (DEFAULT_FIRST_TOKEN_EVENT, slug, slug, index, False)
+                return (DEFAULT_FIRST_TOKEN_EVENT, slug, slug, index, False, None)
         matched = [
             (index, rule)
             for index, rule in enumerate(self._rules[: self._no_stage_from])
@@ -384,26 +506,55 @@ class StageMatcher:
                 ),
                 None,
             )
-            return (DEFAULT_FIRST_TOKEN_EVENT, None, None, excluded, excluded is not None)
+            return (DEFAULT_FIRST_TOKEN_EVENT, None, None, excluded, excluded is not None, None)
         event = next(
             (rule.first_token_event for _, rule in matched if rule.portion != WHOLE),
             DEFAULT_FIRST_TOKEN_EVENT,
         )
-        before = next(
-            ((index, rule.stage) for index, rule in matched if rule.portion != AFTER_FIRST_TOKEN),
-            None,
-        )
-        after = next(
-            ((index, rule.stage) for index, rule in matched if rule.portion != UNTIL_FIRST_TOKEN),
-            None,
-        )
+
+        def first(part: int) -> tuple[int, str | None] | None:
+            return next(
+                ((index, rule.stage) for index, rule in matched if part in _COVERS[rule.portion]),
+                None,
+            )
+
+        def stage(taken: tuple[int, str | None] | None) -> str | None:
+            return None if taken is None else taken[1]
+
+        before, after = first(_BEFORE), first(_AFTER)
         # The rule of the first part; with only an after-first-token rule, that one.
         deciding = before if before is not None else after
-        assert deciding is not None
+        engine_parts = (first(_GATEWAY), first(_QUEUE), first(_PREFILL), first(_DECODE))
+        gateway, queue, prefill, decode = (stage(taken) for taken in engine_parts)
+        engine: EngineDecision | None = None
+        # Only where the engine's parts go elsewhere than plain first-token rules send them.
+        if (gateway, queue, prefill, decode) != (
+            stage(before),
+            stage(before),
+            stage(before),
+            stage(after),
+        ):
+            engine_first = next(taken for taken in engine_parts if taken is not None)
+            engine = (gateway, queue, prefill, decode, engine_first[0])
         return (
             event,
-            None if before is None else before[1],
-            None if after is None else after[1],
-            deciding[0],
+            stage(before),
+            stage(after),
+            None if deciding is None else deciding[0],
             False,
+            engine,
         )
+
+
+def _engine_match(span: Span, event_name: str, engine: EngineDecision) -> SpanMatch | None:
+    """The match of a span with engine timings; None when they hold no usable number."""
+    token = first_token_ns(span, event_name)
+    if token is None:
+        return None
+    cuts = engine_cuts(span.attributes, span.start_ns, token)
+    if cuts is None:
+        return None
+    gateway, queue, prefill, decode, rule = engine
+    return SpanMatch(
+        token, gateway, decode, rule, engine=EngineSplit(cuts[0], queue, cuts[1], prefill)
+    )

@@ -11,12 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apps.analysis.spans import Span
-from apps.analysis.stage_matching import (
-    DECLARED_STAGE,
-    UNTIL_FIRST_TOKEN,
-    SpanMatch,
-    StageMatcher,
-)
+from apps.analysis.stage_matching import DECLARED_STAGE, SpanMatch, StageMatcher
 from apps.pipelines.models import Pipeline
 
 RULE = "rule"
@@ -61,8 +56,9 @@ def rule_labels(pipeline: Pipeline) -> tuple[RuleLabel, ...]:
 @dataclass(frozen=True)
 class StageReason:
     """Where a span's time goes and why. ``stages`` holds one stage for a span counted
-    whole, or the stages before and after its first token when that splits it (None:
-    untracked); ``rules`` the rules that decided them, in that order."""
+    whole, or the stages before and after its first token when that splits it, or those of
+    its parts in time order when an engine's timings split it further (None: untracked);
+    ``rules`` the rules that decided them, in that order."""
 
     kind: str
     stages: tuple[str | None, ...]
@@ -83,7 +79,10 @@ class StageReason:
         words = [UNTRACKED if slug is None else names.get(slug, slug) for slug in self.stages]
         if len(words) == 1:
             return words[0]
-        return f"{words[0]} until the first token, then {words[1]}"
+        if len(words) == 2:
+            return f"{words[0]} until the first token, then {words[1]}"
+        # A serving engine's timings split it further (gateway, queue, prefill, decode).
+        return ", then ".join(words)
 
     def why(self, names: dict[str, str]) -> str:
         """The reason alone: "rule 1: name = retrieval", "inside `retrieval` (span …)"."""
@@ -136,17 +135,14 @@ def stage_reason(
     """Why ``span`` counts where ``match`` (after inheritance) puts it; ``labels`` are
     ``rule_labels`` of the pipeline ``matcher`` was compiled from, ``matches`` every
     span's match, to tell whether the ancestor it inherited from is in no stage."""
-    stages = _stages(match)
+    stages = match.stages()
     if match.rule is not None and match.no_stage:
         return StageReason(NO_STAGE_RULE, (None,), (labels[match.rule],))
     if match.rule is not None and matcher.is_declared_rule(match.rule):
         return StageReason(DECLARED, stages, (labels[match.rule],))
     if match.rule is not None:
-        rules = [labels[match.rule]]
-        after = _after_rule(span, match, matcher)
-        if after is not None and after != match.rule:
-            rules.append(labels[after])
-        return StageReason(RULE, stages, tuple(rules))
+        taken = matcher.part_rules(span, match) or (match.rule,)
+        return StageReason(RULE, stages, tuple(labels[index] for index in taken))
     if match.inherited_from is not None:
         ancestor = by_id.get(match.inherited_from)
         source = matches.get(match.inherited_from)
@@ -158,22 +154,3 @@ def stage_reason(
             ancestor_no_stage=source is not None and source.no_stage,
         )
     return StageReason(UNTRACKED, (None,))
-
-
-def _stages(match: SpanMatch) -> tuple[str | None, ...]:
-    if match.first_token_ns is None or match.before_stage == match.after_stage:
-        return (match.before_stage,)
-    return (match.before_stage, match.after_stage)
-
-
-def _after_rule(span: Span, match: SpanMatch, matcher: StageMatcher) -> int | None:
-    """The rule that took the part after the first token, when the first token splits
-    the span: the first stage rule covering that part, as ``StageMatcher.match`` finds it."""
-    if match.first_token_ns is None or match.after_stage is None:
-        return None
-    for index, rule in enumerate(matcher.rules):
-        if matcher.is_no_stage_rule(index):
-            break
-        if rule.portion != UNTIL_FIRST_TOKEN and rule.matches(span):
-            return index
-    return None

@@ -27,9 +27,19 @@ class SpanKind(models.TextChoices):
 
 
 class Portion(models.TextChoices):
+    """Which part of a span a rule takes. The last four exist only on a span carrying a
+    serving engine's timings (``apps.analysis.engine_timing``)."""
+
     WHOLE = "whole", "whole span"
     UNTIL_FIRST_TOKEN = "until_first_token", "until first token"
     AFTER_FIRST_TOKEN = "after_first_token", "after first token"
+    GATEWAY = "gateway", "network and gateway (before the engine's queue)"
+    QUEUE = "queue", "engine queue"
+    PREFILL = "prefill", "prefill (up to the first token)"
+    DECODE = "decode", "decode (after the first token)"
+
+
+ENGINE_PORTIONS = frozenset((Portion.GATEWAY, Portion.QUEUE, Portion.PREFILL, Portion.DECODE))
 
 
 class NameMatch(models.TextChoices):
@@ -165,6 +175,15 @@ class Stage(TimeStampedModel):
     @property
     def budget(self) -> dict[str, int]:
         return {self.budget_percentile: self.budget_ms} if self.budget_ms else {}
+
+    @property
+    def engine_part(self) -> bool:
+        """Every rule takes a serving engine's part of an LLM call (queue, prefill, …): the
+        stage lies within the stages of the call's first token and generation, and its
+        budget is not one more share of the end-to-end budget. Reads ``rules``: load them
+        (``stages_for_pipeline``)."""
+        rules = self.rules.all()
+        return bool(rules) and all(rule.portion in ENGINE_PORTIONS for rule in rules)
 
 
 class SpanConditions(TimeStampedModel):

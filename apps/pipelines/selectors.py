@@ -1,4 +1,4 @@
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Count, Prefetch, QuerySet
 
@@ -62,6 +62,8 @@ class Allocation:
     allocated_ms: int
     segments: list[AllocationSegment]
     unbudgeted: list[Stage]
+    # Stages within another stage's time (``Stage.engine_part``): not allocated again.
+    within: list[Stage] = field(default_factory=list)
 
     @property
     def over(self) -> bool:
@@ -85,7 +87,8 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
     """
     headline = pipeline.headline_budget
     percentile, e2e = headline if headline else (None, None)
-    stages = list(pipeline.stages.all())
+    every = list(stages_for_pipeline(pipeline=pipeline))
+    stages = [stage for stage in every if not stage.engine_part]
     segments = [
         AllocationSegment(
             stage=stage,
@@ -94,8 +97,9 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
             same_percentile=stage.budget_percentile == percentile,
             index=index,
         )
-        for index, stage in enumerate(stages)
-        if stage.budget_ms
+        # The index among all the pipeline's stages: the colour the other charts give it.
+        for index, stage in enumerate(every)
+        if stage.budget_ms and not stage.engine_part
     ]
     return Allocation(
         percentile=percentile,
@@ -103,4 +107,5 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
         allocated_ms=sum(s.budget_ms for s in segments),
         segments=segments,
         unbudgeted=[stage for stage in stages if not stage.budget_ms],
+        within=[stage for stage in every if stage.engine_part],
     )

@@ -116,9 +116,42 @@ def _preorder(by_id: dict[str, Span], root: Span, matches: dict[str, SpanMatch])
 
 
 def _whole_stage(match: SpanMatch, stages: dict[str, int]) -> int:
-    if match.first_token_ns is None or match.before_stage == match.after_stage:
+    if not match.splits:
         return stages.get(match.before_stage or "", NO_STAGE)
     return NO_STAGE
+
+
+def _engine_parts_as_spans(
+    by_id: dict[str, Span], root: Span, matches: dict[str, SpanMatch]
+) -> tuple[dict[str, Span], dict[str, SpanMatch]]:
+    """A leaf split by a serving engine's timings (gateway, queue, prefill, decode) stands
+    as a parent of one child per part, each whole in its stage, so the replay's edges, which
+    carry two stages at most, keep every part apart. Spans with children of their own keep
+    their match; an own-time piece of theirs that crosses more than two parts is folded
+    (``_TraceBuilder.piece``)."""
+    split = [span_id for span_id, match in matches.items() if match.engine is not None]
+    if not split:
+        return by_id, matches
+    children = children_by_parent(by_id, root)
+    by_id, matches = dict(by_id), dict(matches)
+    for span_id in split:
+        if span_id in children or span_id not in by_id:
+            continue
+        span, match = by_id[span_id], matches[span_id]
+        for number, (start, end, stage) in enumerate(match.parts(span)):
+            part = Span(
+                span_id=f"{span_id}/{number}",
+                parent_id=span_id,
+                name=span.name,
+                service=span.service,
+                kind=span.kind,
+                start_ns=start,
+                end_ns=end,
+            )
+            by_id[part.span_id] = part
+            matches[part.span_id] = SpanMatch(None, stage, stage, inherited_from=span_id)
+        matches[span_id] = SpanMatch(None, None, None, inherited_from=match.inherited_from)
+    return by_id, matches
 
 
 def _order_stages(ordered: list[_Local], stages: dict[str, int]) -> None:
@@ -174,11 +207,15 @@ class _TraceBuilder:
         match = local.match
         token = match.first_token_ns
         if token is not None and start < token < end:
+            pieces = match.pieces(start, end)
+            first_end = pieces[0][1]
+            # More than two pieces only in the own time of a span with children that an
+            # engine's timings split: the rest goes to the last piece's stage.
             return (
-                self.stages.get(match.before_stage or "", untracked),
-                token - start,
-                self.stages.get(match.after_stage or "", untracked),
-                end - token,
+                self.stages.get(pieces[0][2] or "", untracked),
+                first_end - start,
+                self.stages.get(pieces[-1][2] or "", untracked),
+                end - first_end,
                 0,
             )
         stage = self.stages.get(match.stage_at(start) or "", untracked)
@@ -258,6 +295,7 @@ def model_add_trace(
     stage matches. Spans that only reach the root through a parent cycle are left out,
     as the critical path leaves them out.
     """
+    by_id, matches = _engine_parts_as_spans(by_id, root, matches)
     ordered = _preorder(by_id, root, matches)
     _order_stages(ordered, stages)
     builder = _TraceBuilder(rows, ordered, stages)

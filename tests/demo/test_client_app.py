@@ -239,3 +239,51 @@ def test_a_planned_request_is_its_steps_back_to_back_with_the_planned_gaps() -> 
             assert chat is not None
             assert chat.first_token_ms is not None
             assert 0 < chat.first_token_ms < chat.duration_ms
+
+
+def engine_timings(span: ReadableSpan) -> dict[str, float]:
+    return {
+        key.removeprefix("gen_ai.latency."): float(value)  # type: ignore[arg-type]
+        for key, value in (span.attributes or {}).items()
+        if key.startswith("gen_ai.latency.")
+    }
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_answer_is_a_model_call_under_the_first_token_stage_with_the_engines_span(
+    seed: int,
+) -> None:
+    served = serve(levers=False, seed=seed)
+    [ttft] = served.named("ttft")
+    [chat] = [span for span in served.spans if span.name.startswith("chat ")]
+    assert chat.parent is not None
+    assert chat.parent.span_id == ttft.context.span_id
+    attributes = chat.attributes or {}
+    assert attributes["gen_ai.request.model"] == attributes["gen_ai.response.model"]
+    chunks = [
+        event.timestamp for event in chat.events if event.name == "llm.content.completion.chunk"
+    ]
+    [first] = [event.timestamp for event in chat.events if event.name == "first_token"]
+    assert chunks[0] == first
+    assert len(chunks) >= 2
+    engines = served.named("llm_request")
+    if attributes["gen_ai.provider.name"] == "openai":
+        assert engines == []
+        return
+    [engine] = engines
+    assert engine.parent is not None
+    assert engine.parent.span_id == chat.context.span_id
+    timings = engine_timings(engine)
+    assert (
+        timings["time_in_queue"] + timings["time_in_model_prefill"]
+        <= timings["time_to_first_token"]
+    )
+    assert start(engine) + timings["time_to_first_token"] * 1e9 <= first
+
+
+def test_a_slow_first_token_is_the_engine_queueing() -> None:
+    usual = engine_timings(serve(levers=False).named("llm_request")[0])
+    slow = engine_timings(serve(levers=False, slow_step="ttft").named("llm_request")[0])
+    assert slow["time_in_queue"] - usual["time_in_queue"] > 0.8 * (
+        slow["time_to_first_token"] - usual["time_to_first_token"]
+    )

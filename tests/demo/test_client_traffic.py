@@ -124,7 +124,8 @@ def test_the_command_serves_through_the_client_and_prints_what_it_decided(demo: 
     assert "ttft 6x slower for 60 s every 60 s, the first time 0 s from now" in output
     assert "Served " in output
     assert f"Within the deadline ({demo.pipeline.objective_threshold_ms} ms): " in output
-    assert "Client decisions: ttft fallback " in output
+    # Other levers may act too (a rerank slower than its cap by chance): in name order.
+    assert re.search(r"^Client decisions: (.+, )?ttft fallback \d+", output, re.MULTILINE)
     assert "export failures: 0 (0 spans)" in output
     assert demo.metrics not in output
     assert demo.ingest not in output

@@ -42,10 +42,14 @@ def demo(db: None) -> Pipeline:
     return Pipeline.objects.prefetch_related("stages__rules").get(team__slug="demo")
 
 
-def stage_budgets(pipeline: Pipeline) -> dict[str, int]:
-    """Each stage's p95 budget: the demo gives every stage one."""
+def stage_budgets(pipeline: Pipeline, *, parts: bool = True) -> dict[str, int]:
+    """Each stage's p95 budget: the demo gives every stage one but the parts of the model's
+    time that it only shows (network and gateway, decode); ``parts``: with the budgeted
+    parts (engine queue, prefill), which lie within the first token's stage."""
     budgets = {}
     for stage in pipeline.stages.all():
+        if stage.engine_part and (not parts or stage.budget_ms is None):
+            continue
         assert stage.budget_ms is not None
         assert stage.budget_percentile == "p95"
         budgets[stage.slug] = stage.budget_ms
@@ -135,8 +139,8 @@ def test_without_a_drift_every_stage_holds_its_p95_with_room(demo: Pipeline) -> 
     for percentile, budget in demo.budget.items():
         observed = float(np.percentile(timeline.e2e_ms, int(percentile[1:]), method="inverted_cdf"))
         assert observed <= 0.85 * budget, (percentile, observed, budget)
-    # The stages share the end-to-end p95 budget, no more.
-    assert sum(budgets.values()) <= demo.budget["p95"]
+    # The stages share the end-to-end p95 budget, no more; the engine's parts lie within.
+    assert sum(stage_budgets(demo, parts=False).values()) <= demo.budget["p95"]
 
 
 def test_half_an_hour_of_demo_traffic_opens_and_closes_only_reranks_violations(

@@ -18,6 +18,8 @@ NUMERIC_KEYS = [
     "gen_ai.usage.input_tokens",
     "gen_ai.usage.output_tokens",
     "gen_ai.usage.prompt_tokens",
+    "gen_ai.latency.time_in_queue",
+    "gen_ai.latency.time_in_model_prefill",
     "gen_ai.system",
     "service.name",
 ]

@@ -10,7 +10,7 @@ import pytest
 
 from apps.ingest.decoding import DecodeResult, decode_native_json, decode_otlp_json
 from apps.ingest.decoding import decode_otlp_protobuf as decode_protobuf
-from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES, MAX_NOTES
+from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES, ENGINE_SECONDS, MAX_NOTES
 from tests.builders.spans import T0, encode, span
 
 TTFC = "gen_ai.response.time_to_first_chunk"
@@ -144,6 +144,20 @@ def test_an_unusable_time_to_first_chunk_is_dropped_and_the_span_kept(
     assert attributes[DROPPED_ATTRIBUTES] == [f"{TTFC}: {problem} ({shown})"]
     assert result.error_message == f"dropped 1 attribute: {TTFC} {problem} (1)"
     assert result.errors == [f"span 0: dropped {TTFC}: {problem} ({shown})"]
+
+
+@pytest.mark.parametrize("key", ENGINE_SECONDS)
+@pytest.mark.parametrize(("value", "problem"), [(-0.5, "out of range"), ("soon", "not a number")])
+def test_an_unusable_engine_timing_is_dropped_and_usable_ones_kept(
+    decode: Decode, key: str, value: Any, problem: str
+) -> None:
+    others = {other: 0.125 for other in ENGINE_SECONDS if other != key}
+    result = decode({key: value, **others})
+
+    attributes = the_span(result)
+    assert key not in attributes
+    assert {other: attributes[other] for other in others} == others
+    assert result.error_message == f"dropped 1 attribute: {key} {problem} (1)"
 
 
 @pytest.mark.parametrize("decoder", ["protobuf", "otlp_json"])

@@ -550,3 +550,47 @@ def test_dry_run_of_an_evaluation_change_changes_nothing(world: TeamWorld, tmp_p
 
     assert "~ pipeline rag-chat: evaluation.window_s 300 -> 60" in out
     assert evaluation_of("rag-chat") == (300, 20, 3)
+
+
+ENGINE = """\
+team: acme
+pipelines:
+  - slug: vllm-chat
+    name: Chat on our vLLM
+    match: {root_span: "POST /chat"}
+    budget: {p95: 3000}
+    stages:
+      - slug: queue
+        name: Engine queue
+        budget: {p95: 100}
+        match:
+          - {span_name: llm_request, portion: queue}
+      - slug: prefill
+        name: Prefill
+        budget: {p95: 400}
+        match:
+          - {span_name: llm_request, portion: prefill}
+      - slug: gateway
+        name: Network and gateway
+        match:
+          - {span_name: "chat *", portion: gateway}
+      - slug: decode
+        name: Decode
+        match:
+          - {span_name: llm_request, portion: decode}
+"""
+
+
+def test_engine_portions_apply_export_and_apply_again_unchanged(world: TeamWorld, tmp_path):
+    budgets("apply", write(tmp_path, ENGINE))
+
+    portions = dict(SpanRule.objects.values_list("stage__slug", "portion"))
+    assert portions == {
+        "queue": "queue",
+        "prefill": "prefill",
+        "gateway": "gateway",
+        "decode": "decode",
+    }
+    exported = budgets("export", "--team", "acme")
+    assert "portion: queue" in exported
+    assert budgets("apply", write(tmp_path, exported, "again.yaml")).strip() == "No changes."

@@ -252,7 +252,8 @@ INVALID = [
     pytest.param(
         stage_doc("- slug: s\n  name: S\n  match:\n    - span_name: x\n      portion: half\n"),
         11,
-        "Unknown portion “half”; use one of whole, until_first_token, after_first_token.",
+        "Unknown portion “half”; use one of whole, until_first_token, after_first_token, gateway,"
+        " queue, prefill, decode.",
         id="bad-portion",
     ),
     pytest.param(

@@ -2,6 +2,9 @@
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from apps.analysis.attribution import attribute_trace
 from apps.analysis.critical_path import find_root
 from apps.analysis.spans import Span, unique_spans
 from apps.analysis.stage_inheritance import trace_matches
@@ -61,6 +64,25 @@ def ms_span(
     """A span with times in ms from T0."""
     start, end = T0 + round(start_ms * MS), T0 + round(end_ms * MS)
     return span(span_id, parent, start, end, name=name, events=events)
+
+
+def assert_replay_reproduces_analysis(
+    batch: Sequence[Sequence[Span]], matcher: StageMatcher
+) -> None:
+    """A replay without changes gives each trace's end-to-end time, stage wall times and
+    critical-path total exactly as trace analysis does."""
+    model = model_of(batch, matcher)
+    result = replayed(model)
+    for row, spans in enumerate(batch):
+        analysed = attribute_trace(spans, matcher)
+        assert result.e2e_ns[row] == analysed.e2e_ns
+        for column, slug in enumerate(model.stage_slugs):
+            wall = result.wall_ns[row, column]
+            if slug in analysed.stages:
+                assert wall == analysed.stages[slug].wall_ns
+            else:
+                assert np.isnan(wall)
+        assert result.critical_ns[row].sum() == analysed.e2e_ns
 
 
 def e2e_ms(result: ReplayResult) -> list[float]:

@@ -4,12 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.analysis.attribution import attribute_trace
 from apps.analysis.spans import Span
 from apps.whatif.changes import Change
 from tests.builders.spans import T0, span
 from tests.timing import MS
-from tests.whatif.models import by_name, model_of, replayed
+from tests.whatif.models import assert_replay_reproduces_analysis, by_name, model_of, replayed
 
 STAGES = ("a", "b", "c")
 MATCHER = by_name(*STAGES, split=("ttft", "gen"))
@@ -65,18 +64,7 @@ changes = st.one_of(
 def test_a_replay_without_changes_reproduces_the_analysis_of_each_trace(
     batch: list[list[Span]],
 ) -> None:
-    model = model_of(batch, MATCHER)
-    result = replayed(model)
-    for row, spans in enumerate(batch):
-        analysed = attribute_trace(spans, MATCHER)
-        assert result.e2e_ns[row] == analysed.e2e_ns
-        for column, slug in enumerate(model.stage_slugs):
-            wall = result.wall_ns[row, column]
-            if slug in analysed.stages:
-                assert wall == analysed.stages[slug].wall_ns
-            else:
-                assert np.isnan(wall)
-        assert result.critical_ns[row].sum() == analysed.e2e_ns
+    assert_replay_reproduces_analysis(batch, MATCHER)
 
 
 @settings(max_examples=300, deadline=None)

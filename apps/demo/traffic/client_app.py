@@ -12,8 +12,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from latency_budgets import Attempt, Budgets, Request
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
+from apps.demo.traffic.llm_call import (
+    CHUNK_EVENT,
+    ENGINE_SPAN,
+    FALLBACK_MODEL,
+    FALLBACK_PROVIDER,
+    PRIMARY_PROVIDER,
+    EngineDraw,
+)
 from apps.demo.traffic.planned_steps import PlannedRequest, PlannedStep
 from apps.demo.traffic.slow_phases import FIRST_TOKEN, RETRIEVAL
 
@@ -23,7 +33,6 @@ RERANK = "rerank"
 # A smaller model answers sooner and faster, from the same planned draws.
 FAST_MODEL_FIRST_TOKEN_SHARE = 0.4
 FAST_MODEL_GENERATION_SHARE = 0.6
-CHUNK_MS = 40.0  # a streamed answer arrives a chunk at a time
 # A cancelled attempt stops at once; a stop of the whole run is noticed within this.
 ABORT_CHECK_S = 0.05
 
@@ -44,6 +53,32 @@ class RequestJob:
 
     def slowed(self, step: str, ms: float) -> float:
         return ms * self.slow_factor if step == self.slow_step else ms
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One streamed call to a model, as the plan drew it: ``chunks_ms`` are the chunks
+    after the first, in ms after the first token; ``slowed_ms`` of the first token's wait
+    is a slow phase's (an overloaded engine queues)."""
+
+    model: str
+    provider: str
+    first_token_ms: float
+    generation_ms: float
+    chunks_ms: tuple[float, ...]
+    input_tokens: int
+    output_tokens: int
+    engine: EngineDraw | None = None
+    slowed_ms: float = 0.0
+
+    def attributes(self) -> dict[str, AttributeValue]:
+        return {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": self.model,
+            "gen_ai.usage.input_tokens": self.input_tokens,
+            "gen_ai.request.stream": True,
+        }
 
 
 @dataclass(frozen=True)
@@ -132,10 +167,21 @@ class DemoApplication:
         """The LLM call, streamed: waiting for its first chunk is the first-token stage,
         the rest of the stream the generation stage."""
         first_token = step.first_token_ms or 0.0
-        generation = step.duration_ms - first_token
+        slowed = job.slowed(FIRST_TOKEN, first_token)
+        call = ModelCall(
+            model=step.model,
+            provider=PRIMARY_PROVIDER if step.engine is not None else FALLBACK_PROVIDER,
+            first_token_ms=slowed,
+            generation_ms=step.duration_ms - first_token,
+            chunks_ms=step.chunks_ms,
+            input_tokens=step.input_tokens,
+            output_tokens=step.output_tokens,
+            engine=step.engine,
+            slowed_ms=slowed - first_token,
+        )
 
         def primary(attempt: Attempt) -> Iterator[str]:
-            return self._stream(attempt, job.slowed(FIRST_TOKEN, first_token), generation)
+            return self._stream(attempt, call)
 
         chunks: Iterator[str] | None = None
         try:
@@ -157,22 +203,73 @@ class DemoApplication:
     def _fast_model(self, step: PlannedStep, job: RequestJob) -> Callable[[Attempt], Iterator[str]]:
         drawn = job.spare.step(CHAT) or step
         first_token = (drawn.first_token_ms or 0.0) * FAST_MODEL_FIRST_TOKEN_SHARE
-        generation = (drawn.duration_ms - (drawn.first_token_ms or 0.0)) * (
-            FAST_MODEL_GENERATION_SHARE
+        call = ModelCall(
+            model=FALLBACK_MODEL,
+            provider=FALLBACK_PROVIDER,
+            first_token_ms=first_token,
+            generation_ms=(drawn.duration_ms - (drawn.first_token_ms or 0.0))
+            * FAST_MODEL_GENERATION_SHARE,
+            chunks_ms=tuple(ms * FAST_MODEL_GENERATION_SHARE for ms in drawn.chunks_ms),
+            input_tokens=drawn.input_tokens,
+            output_tokens=drawn.output_tokens,
         )
-        return lambda attempt: self._stream(attempt, first_token, generation)
+        return lambda attempt: self._stream(attempt, call)
 
-    def _stream(
-        self, attempt: Attempt, first_token_ms: float, generation_ms: float
-    ) -> Iterator[str]:
-        if not self._call(attempt, first_token_ms):
-            return
-        yield "The"
-        chunks = max(1, round(generation_ms / CHUNK_MS))
-        for _ in range(chunks):
-            if not self._call(attempt, generation_ms / chunks):
+    def _stream(self, attempt: Attempt, call: ModelCall) -> Iterator[str]:
+        """The call's chunks, under a span as the model's client instrumentation writes it
+        (OpenLLMetry's chunk events); a model on the team's own engine adds the engine's
+        request span under it, as vLLM's tracing does once the trace context reaches it."""
+        span = self.tracer.start_span(
+            f"chat {call.model}", kind=SpanKind.CLIENT, attributes=call.attributes()
+        )
+        started_ns = time.time_ns()
+        first_ns: int | None = None
+        finished = False
+        try:
+            if not self._call(attempt, call.first_token_ms):
                 return
-            yield " answer"
+            first_ns = time.time_ns()
+            span.add_event("first_token", timestamp=first_ns)
+            span.add_event(CHUNK_EVENT, timestamp=first_ns)
+            yield "The"
+            previous = 0.0
+            for offset in call.chunks_ms:
+                if not self._call(attempt, offset - previous):
+                    return
+                previous = offset
+                span.add_event(CHUNK_EVENT)
+                yield " answer"
+            finished = True
+        finally:
+            end_ns = time.time_ns()
+            if finished:
+                span.set_attribute("gen_ai.response.model", call.model)
+                span.set_attribute("gen_ai.usage.output_tokens", call.output_tokens)
+            if call.engine is not None and first_ns is not None:
+                self._engine_span(span, call, started_ns, first_ns, end_ns)
+            span.end(end_time=end_ns)
+
+    def _engine_span(
+        self, parent: trace.Span, call: ModelCall, started_ns: int, first_ns: int, end_ns: int
+    ) -> None:
+        assert call.engine is not None
+        times = call.engine.times(
+            first_token_ms=(first_ns - started_ns) / 1e6,
+            duration_ms=(end_ns - started_ns) / 1e6,
+            slowed_ms=call.slowed_ms * self.speed,
+        )
+        engine = self.tracer.start_span(
+            ENGINE_SPAN,
+            context=trace.set_span_in_context(parent),
+            kind=SpanKind.SERVER,
+            start_time=started_ns + round(times.start_ms * 1e6),
+            attributes=times.attributes(
+                model=call.model,
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+            ),
+        )
+        engine.end(end_time=started_ns + round(times.end_ms * 1e6))
 
     def _call(self, attempt: Attempt, ms: float) -> bool:
         return dependency_call(ms, attempt=attempt, speed=self.speed, abort=self.abort)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from opentelemetry.util.types import AttributeValue
 
+from apps.demo.traffic.llm_call import EngineDraw
 from apps.demo.traffic.traffic_plan import PlannedSpan, TracePlan
 
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
@@ -23,6 +24,13 @@ class PlannedStep:
     duration_ms: float
     first_token_ms: float | None = None  # the LLM call's, from its start
     error: str | None = None
+    # The LLM call's model, its serving engine (None: hosted), its chunks after the first
+    # (ms after the first token) and its token counts.
+    model: str = ""
+    engine: EngineDraw | None = None
+    chunks_ms: tuple[float, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,11 @@ def planned_request(plan: TracePlan) -> PlannedRequest:
                 duration_ms=span.end_ms - span.start_ms,
                 first_token_ms=_first_token_ms(span),
                 error=span.error,
+                model=str(span.attributes.get("gen_ai.request.model", "")),
+                engine=span.engine,
+                chunks_ms=span.chunks_ms,
+                input_tokens=_count(span, "gen_ai.usage.input_tokens"),
+                output_tokens=_count(span, "gen_ai.usage.output_tokens"),
             )
         )
         cursor = span.end_ms
@@ -75,3 +88,8 @@ def _first_token_ms(span: PlannedSpan) -> float | None:
         if name == FIRST_TOKEN_EVENT:
             return offset - span.start_ms
     return None
+
+
+def _count(span: PlannedSpan, key: str) -> int:
+    value = span.attributes.get(key)
+    return value if isinstance(value, int) else 0

@@ -9,6 +9,18 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
+from apps.demo.traffic.llm_call import (
+    CHUNK_EVENT,
+    ENGINE_SPAN,
+    FALLBACK_MODEL,
+    FALLBACK_PROVIDER,
+    FALLBACK_SHARE,
+    PRIMARY_MODEL,
+    PRIMARY_PROVIDER,
+    EngineDraw,
+    chunk_offsets,
+    engine_draw,
+)
 from apps.pipelines.models import Pipeline
 
 DEFAULT_SERVICE = "chat-api"
@@ -137,6 +149,10 @@ class PlannedSpan:
     # The step of the request a child of the root carries out (a key of MEDIAN_MS, or
     # "chat" for the LLM call), so that an application can run the plan step by step.
     step: str | None = None
+    # The LLM call's: the serving engine's draw (None: a hosted model), and when each
+    # chunk after the first arrives, in ms after the first token.
+    engine: EngineDraw | None = None
+    chunks_ms: tuple[float, ...] = ()
 
 
 @dataclass
@@ -403,17 +419,39 @@ class TracePlanner:
         generation = self._draw("generation") * (1 - self.switches.generation_speedup)
         stream = self._stream("chat")
         tokens_per_second = stream.uniform(60.0, 110.0)
-        attributes = _llm_attributes("gpt-4o", stream.randint(1500, 4000))
-        attributes["gen_ai.usage.output_tokens"] = max(
-            1, round(generation / 1000 * tokens_per_second)
+        input_tokens = stream.randint(1500, 4000)
+        hosted = self._stream("model").random() < FALLBACK_SHARE
+        model = FALLBACK_MODEL if hosted else PRIMARY_MODEL
+        attributes = _llm_attributes(
+            model, input_tokens, provider=FALLBACK_PROVIDER if hosted else PRIMARY_PROVIDER
         )
+        output_tokens = max(1, round(generation / 1000 * tokens_per_second))
+        attributes["gen_ai.usage.output_tokens"] = output_tokens
         end = start + ttft + generation
-        span = self._add(0, "chat gpt-4o", SpanKind.CLIENT, start, end, attributes, error, "chat")
+        span = self._add(0, f"chat {model}", SpanKind.CLIENT, start, end, attributes, error, "chat")
         # Instrumentations report the first token either way; both must be understood.
         if stream.random() < 0.5:
             attributes["gen_ai.response.time_to_first_chunk"] = ttft / 1000
         else:
             span.events.append(("first_token", start + ttft, {}))
+        span.chunks_ms = tuple(chunk_offsets(self._stream("chunks"), generation_ms=generation))
+        span.events += [
+            (CHUNK_EVENT, start + ttft + offset, {}) for offset in (0.0, *span.chunks_ms)
+        ]
+        if not hosted:
+            span.engine = engine_draw(self._stream("engine"))
+            times = span.engine.times(first_token_ms=ttft, duration_ms=ttft + generation)
+            engine_attributes = times.attributes(
+                model=model, input_tokens=input_tokens, output_tokens=output_tokens
+            )
+            self._add(
+                span.index,
+                ENGINE_SPAN,
+                SpanKind.SERVER,
+                start + times.start_ms,
+                start + times.end_ms,
+                engine_attributes,
+            )
         return end
 
 
@@ -436,10 +474,12 @@ class _Stream(random.Random):
         return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
 
 
-def _llm_attributes(model: str, input_tokens: int) -> dict[str, AttributeValue]:
+def _llm_attributes(
+    model: str, input_tokens: int, *, provider: str = "openai"
+) -> dict[str, AttributeValue]:
     return {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "openai",
+        "gen_ai.provider.name": provider,
         "gen_ai.request.model": model,
         "gen_ai.response.model": model,
         "gen_ai.usage.input_tokens": input_tokens,

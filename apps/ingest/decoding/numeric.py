@@ -87,9 +87,19 @@ def _problem(value: Any, high: int, whole: bool) -> str | None:
     return None
 
 
+# A serving engine's timings, in seconds (``apps.analysis.engine_timing``).
+ENGINE_SECONDS = (
+    "gen_ai.latency.time_in_queue",
+    "gen_ai.latency.time_in_model_prefill",
+    "gen_ai.latency.time_in_model_decode",
+    "gen_ai.latency.time_to_first_token",
+    "gen_ai.latency.e2e",
+)
+
 # Key, largest valid value (the smallest is 0), whether it counts something.
 _RANGES = (
     (TIME_TO_FIRST_CHUNK, MAX_TIME_TO_FIRST_CHUNK_S, False),
+    *((key, MAX_TIME_TO_FIRST_CHUNK_S, False) for key in ENGINE_SECONDS),
     ("gen_ai.usage.input_tokens", MAX_TOKEN_COUNT, True),
     ("gen_ai.usage.output_tokens", MAX_TOKEN_COUNT, True),
     ("gen_ai.usage.prompt_tokens", MAX_TOKEN_COUNT, True),

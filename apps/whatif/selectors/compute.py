@@ -168,7 +168,9 @@ def whatif_levers_result(*, pipeline: Pipeline, params: dict[str, Any]) -> dict[
 def advice_stage(stage: Stage) -> AdviceStage:
     """A stage ends at a first token when a rule takes an LLM span up to it, or when its
     degrade policy names a fallback (a stage the client declares has no rules)."""
-    by_rule = any(rule.portion == Portion.UNTIL_FIRST_TOKEN for rule in stage.rules.all())
+    by_rule = any(
+        rule.portion in (Portion.UNTIL_FIRST_TOKEN, Portion.PREFILL) for rule in stage.rules.all()
+    )
     policy = stage.degrade or {}
     by_policy = "first_token_ms" in policy or "fallback" in policy.get("levers", ())
     return AdviceStage(stage.slug, stage.name, stage.budget_ms, by_rule or by_policy)
