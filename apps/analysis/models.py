@@ -27,6 +27,17 @@ class StageSample(models.Model):
         db_default=False,
         help_text="The request ran without the run-time client's levers (docs/runtime.md).",
     )
+    # What the stage's LLM calls say (apps.analysis.llm_figures); null where they say nothing.
+    model_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The ServedModel that answered in this stage."
+    )
+    output_tokens = models.IntegerField(null=True, blank=True)
+    generation_ns = models.BigIntegerField(
+        null=True, blank=True, help_text="The streamed answer's time after its first token."
+    )
+    max_gap_ns = models.BigIntegerField(
+        null=True, blank=True, help_text="The longest gap between two chunks of the answer."
+    )
 
     class Meta:
         indexes = [
@@ -42,6 +53,36 @@ class StageSample(models.Model):
 
     def __str__(self) -> str:
         return f"trace {self.trace_pk} stage {self.stage_id}: {self.wall_ns} ns"
+
+
+class ServedModel(models.Model):
+    """A model as a team's spans name it, with its provider: stage samples and the per-model
+    rollups refer to it by id. A team has at most ``MAX_MODELS_PER_TEAM``; the names past
+    that count as one row named ``OTHER_MODEL``, so a team sending a new name per request
+    cannot grow the table or the pages without bound."""
+
+    team_id = models.BigIntegerField()
+    provider = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_id", "provider", "model"], name="servedmodel_unique_name"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}" if self.provider else self.model
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} ({self.provider})" if self.provider else self.model
+
+
+MAX_MODELS_PER_TEAM = 200
+OTHER_MODEL = "(other models)"
 
 
 class DirtyBucket(models.Model):

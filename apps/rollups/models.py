@@ -6,6 +6,23 @@ from django.db import models
 class Measure(models.IntegerChoices):
     WALL = 1, "wall"
     CRITICAL = 2, "critical"
+    # A streamed answer's (LlmBucket only): ns per output token after the first; output
+    # tokens a second, stored times NS_PER_MS so that the sketch holds tokens a second;
+    # the longest gap between two chunks, ns.
+    TIME_PER_OUTPUT_TOKEN = 3, "time per output token"
+    OUTPUT_TOKENS_PER_S = 4, "output tokens per second"
+    MAX_CHUNK_GAP = 5, "longest chunk gap"
+
+
+TIME_MEASURES = (Measure.WALL, Measure.CRITICAL)
+TIME_MEASURE_LABELS = [measure.label for measure in TIME_MEASURES]
+STREAM_MEASURES = (
+    Measure.TIME_PER_OUTPUT_TOKEN,
+    Measure.OUTPUT_TOKENS_PER_S,
+    Measure.MAX_CHUNK_GAP,
+)
+# LlmBucket's model_id for the figures of every model together.
+ALL_MODELS = 0
 
 
 # Pseudo stage ids in rollups: the whole trace, and critical-path time in no stage.
@@ -53,6 +70,48 @@ class RollupBucket(models.Model):
 
     def __str__(self) -> str:
         return f"p{self.pipeline_id}/s{self.stage_id}/{self.resolution}s@{self.bucket_start}"
+
+
+class LlmBucket(models.Model):
+    """What stage samples say of their LLM calls, rolled up like RollupBucket: the
+    streaming measures of each stage for every model together (``model_id`` ALL_MODELS),
+    and every measure (wall, critical, streaming) of each stage per ServedModel.
+
+    Kept apart from RollupBucket, whose readers sum every row of a stage: rows per model
+    there would count each sample twice.
+    """
+
+    team_id = models.BigIntegerField()
+    pipeline_id = models.BigIntegerField()
+    stage_id = models.BigIntegerField()
+    model_id = models.BigIntegerField()
+    measure = models.PositiveSmallIntegerField(choices=Measure.choices)
+    resolution = models.PositiveIntegerField(help_text="Bucket width in seconds.")
+    bucket_start = models.DateTimeField()
+    count = models.PositiveIntegerField()
+    error_count = models.PositiveIntegerField(default=0)
+    sum_ns = models.BigIntegerField()
+    max_ns = models.BigIntegerField()
+    sketch = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "pipeline_id", "stage_id", "model_id", "measure", "resolution", "bucket_start"
+                ],
+                name="llmbucket_unique_key",
+            )
+        ]  # fmt: skip
+        indexes = [
+            models.Index(
+                fields=["pipeline_id", "resolution", "bucket_start"], name="llmbucket_pipeline_time"
+            )
+        ]
+
+    def __str__(self) -> str:
+        where = f"p{self.pipeline_id}/s{self.stage_id}/m{self.model_id}"
+        return f"{where}/{self.resolution}s@{self.bucket_start}"
 
 
 class BudgetEvaluation(models.Model):

@@ -15,16 +15,25 @@ from django.db import connection
 from apps.analysis.degradations import DEGRADATION_COLUMNS, DEGRADATION_TYPES, DegradationRow
 from apps.analysis.models import Degradation, StageSample
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
+from apps.analysis.services.served_models import ModelKey, served_model_ids
 from apps.core.sql_arrays import array_literal
 from apps.ingest.models import Trace
 
 SAMPLE_COLUMNS = (
     "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns", "critical_ns",
-    "span_count", "error", "holdout",
+    "span_count", "error", "holdout", "model_id", "output_tokens", "generation_ns",
+    "max_gap_ns",
 )  # fmt: skip
 # A stage sample as a row in SAMPLE_COLUMNS order: model instances cost more than the COPY.
-SampleRow = tuple[int, int, int, int, int, int, int, int, bool, bool]
-SAMPLE_TYPES = ("int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool", "bool")
+# Analysis leaves the model (at 10) as its (provider, name); the write makes it an id.
+SampleRow = tuple[
+    int, int, int, int, int, int, int, int, bool, bool,
+    "tuple[str, str] | int | None", int | None, int | None, int | None,
+]  # fmt: skip
+SAMPLE_TYPES = (
+    "int8", "int8", "int8", "int8", "int8", "int8", "int8", "int4", "bool", "bool",
+    "int8", "int4", "int8", "int8",
+)  # fmt: skip
 
 
 def _samples_delete(refinalized: list[tuple[int, int | None]]) -> None:
@@ -60,6 +69,25 @@ def _rows_copy(
             copy.set_types(list(types))
             for row in rows:
                 copy.write_row(row)
+
+
+def _with_model_ids(samples: list[SampleRow]) -> list[SampleRow]:
+    """The rows with each model's (provider, name) replaced by its ServedModel id."""
+    keys: set[ModelKey] = set()
+    for row in samples:
+        model = row[10]
+        if isinstance(model, tuple):
+            keys.add((row[3], *model))
+    if not keys:
+        return samples
+    ids = served_model_ids(keys)
+    rows: list[SampleRow] = []
+    for row in samples:
+        model = row[10]
+        if isinstance(model, tuple):
+            row = (*row[:10], ids.get((row[3], *model)), *row[11:])
+        rows.append(row)
+    return rows
 
 
 def _traces_update(traces: list[Trace], now: datetime) -> None:
@@ -129,7 +157,7 @@ def analyzed_write(
     touched: set[tuple[int | None, int | None]] = {(pipeline, start) for _, pipeline, start in seen}
     touched |= {(t.pipeline_id, t.start_ns) for t in traces if not t.incomplete}
     _samples_delete(refinalized)
-    _rows_copy(StageSample._meta.db_table, SAMPLE_COLUMNS, SAMPLE_TYPES, samples)
+    _rows_copy(StageSample._meta.db_table, SAMPLE_COLUMNS, SAMPLE_TYPES, _with_model_ids(samples))
     _rows_copy(Degradation._meta.db_table, DEGRADATION_COLUMNS, DEGRADATION_TYPES, degradations)
     _traces_update(traces, now)
     dirty_buckets_mark(touched)

@@ -22,6 +22,7 @@ from apps.analysis.attribution import attribute_spans
 from apps.analysis.critical_path import find_root
 from apps.analysis.degradations import DegradationRow, degradation_rows
 from apps.analysis.holdout import trace_in_holdout
+from apps.analysis.llm_figures import stage_llm
 from apps.analysis.pipeline_routing import PipelineRouter
 from apps.analysis.services.analysis_writes import SampleRow, analyzed_write
 from apps.analysis.spans import Span, unique_spans
@@ -187,21 +188,31 @@ def _samples(
         compiled.stage_ids,
     )
     holdout = trace_in_holdout(by_id.values())
-    samples: list[SampleRow] = [
-        (
-            trace_pk,
-            stage_ids[slug],
-            root.start_ns,
-            team_id,
-            pipeline_id,
-            stage.wall_ns,
-            stage.critical_ns,
-            stage.span_count,
-            stage.error,
-            holdout,
+    llm = stage_llm(by_id, attribution.matches)
+    samples: list[SampleRow] = []
+    for slug, stage in attribution.stages.items():
+        figures = llm.get(slug)
+        model = stream = None
+        if figures is not None:
+            model, stream = figures.model, figures.stream
+        samples.append(
+            (
+                trace_pk,
+                stage_ids[slug],
+                root.start_ns,
+                team_id,
+                pipeline_id,
+                stage.wall_ns,
+                stage.critical_ns,
+                stage.span_count,
+                stage.error,
+                holdout,
+                model,
+                None if stream is None else stream.output_tokens,
+                None if stream is None else stream.generation_ns,
+                None if stream is None else stream.max_gap_ns,
+            )
         )
-        for slug, stage in attribution.stages.items()
-    ]
     degradations = degradation_rows(
         trace_pk, team_id, pipeline_id, root, by_id.values(), stage_ids,
         compiled.pipeline.deadline_ms,

@@ -23,7 +23,7 @@ from apps.rollups.apis.serializers import (
     percentiles_data,
     window_data,
 )
-from apps.rollups.models import E2E_STAGE_ID, Measure
+from apps.rollups.models import E2E_STAGE_ID, TIME_MEASURE_LABELS, Measure
 from apps.rollups.selectors import (
     DEFAULT_MAX_POINTS,
     DEFAULT_WINDOW,
@@ -99,7 +99,7 @@ class PipelinePercentilesApi(ApiView):
 class PipelineSeriesApi(ApiView):
     class InputSerializer(WindowInput):
         stage = serializers.CharField(default=E2E, max_length=50)
-        measure = serializers.ChoiceField(choices=Measure.labels, default="wall")
+        measure = serializers.ChoiceField(choices=TIME_MEASURE_LABELS, default="wall")
         p = serializers.ChoiceField(choices=["50", "90", "95", "99"], default="95")
         step = StepField(required=False)
         max_points = serializers.IntegerField(
@@ -127,7 +127,7 @@ class PipelineSeriesApi(ApiView):
                 "measure",
                 OpenApiTypes.STR,
                 OpenApiParameter.QUERY,
-                enum=Measure.labels,
+                enum=TIME_MEASURE_LABELS,
                 description="`wall` (default) or `critical` (time on the critical path).",
             ),
             OpenApiParameter(

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from apps.core.percentiles import QUANTILES
 from apps.pipelines.models import Percentile
-from apps.rollups.models import Measure, Violation
+from apps.rollups.models import TIME_MEASURE_LABELS, Violation
 from apps.rollups.selectors import WINDOWS, PipelinePercentiles, Window, requested_bounds
 from apps.rollups.selectors.fit import PipelineFit
 from apps.rollups.selectors.fit_suggestions import HEADROOM
@@ -204,7 +204,7 @@ class PointOutput(serializers.Serializer):
 
 class SeriesOutput(WindowOutput):
     stage = serializers.CharField(help_text="A stage slug, or e2e.")
-    measure = serializers.ChoiceField(choices=Measure.labels)
+    measure = serializers.ChoiceField(choices=TIME_MEASURE_LABELS)
     p = serializers.IntegerField()
     step_s = serializers.IntegerField()
     resolution_s = serializers.IntegerField(help_text="Width of the stored buckets used.")

@@ -119,6 +119,11 @@ def _plan(
     return _Plan(start, end, low, high, step, resolution, point_tiles, claimed)
 
 
+def series_plan(*, available: Mapping[int, float], start: int, end: int, max_points: int) -> _Plan:
+    """Which stored buckets make each point of a series over ``[start, end)``."""
+    return _plan(available=available, start=start, end=end, step=None, max_points=max_points)
+
+
 def _assemble(plan: _Plan, stored: dict[Tile, tuple[int, bytes]], quantile: float) -> Series:
     counts = [0] * len(plan.points)
     sketches: list[Blob] = []

@@ -23,14 +23,21 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db.models import IntegerField, Q
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from numpy.typing import NDArray
 
 from apps.analysis.models import StageSample
 from apps.core.time import NS_PER_MS, NS_PER_S, align_down, to_datetime, to_seconds
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline
-from apps.rollups.models import E2E_STAGE_ID, UNTRACKED_STAGE_ID, Measure, RollupBucket
+from apps.rollups.models import (
+    ALL_MODELS,
+    E2E_STAGE_ID,
+    UNTRACKED_STAGE_ID,
+    LlmBucket,
+    Measure,
+    RollupBucket,
+)
 from apps.rollups.selectors.int_columns import int_columns
 from apps.rollups.services.retention import CHILD
 from apps.rollups.sketches.ddsketch import MAX_VALUE_MS, Sketch
@@ -226,6 +233,141 @@ def _rows(pipeline: PipelineInfo, resolution: int, parts: Parts) -> list[RollupB
                 count=sum(m.count for m in members),
                 error_count=sum(m.errors for m in members),
                 good_count=sum(m.good for m in members),
+                sum_ns=sum(m.sum_ns for m in members),
+                max_ns=max(m.max_ns for m in members),
+                sketch=sketch.to_bytes(),
+            )
+        )
+    return rows
+
+
+# What LLM calls say, rolled up apart (LlmBucket): (bucket start, stage id, model id, measure)
+LlmKey = tuple[int, int, int, int]
+LlmParts = defaultdict[LlmKey, list[Part]]
+_NONE = -1  # a NULL column, as the integer fetch brings it
+
+
+def llm_rows_from_samples(
+    pipeline: PipelineInfo, resolution: int, starts: list[int]
+) -> list[LlmBucket]:
+    """LlmBucket rows of the buckets starting at ``starts``, from the stage samples that
+    name a model or carry a streamed answer: one query per CHUNK_S seconds of buckets."""
+    parts: LlmParts = defaultdict(list)
+    for ranges in _query_ranges(starts, resolution):
+        q = Q()
+        for low, high in ranges:
+            q |= Q(start_ns__gte=low * NS_PER_S, start_ns__lt=high * NS_PER_S)
+        samples = int_columns(
+            StageSample.objects.filter(q, pipeline_id=pipeline.id).filter(
+                Q(model_id__isnull=False) | Q(generation_ns__isnull=False)
+            ),
+            "start_ns", "stage_id", "wall_ns", "critical_ns", Cast("error", IntegerField()),
+            Coalesce("model_id", _NONE), Coalesce("output_tokens", _NONE),
+            Coalesce("generation_ns", _NONE), Coalesce("max_gap_ns", _NONE),
+        )  # fmt: skip
+        _add_llm_samples(parts, samples, resolution)
+    return _llm_rows(pipeline, resolution, parts)
+
+
+def stream_values(
+    samples: NDArray[np.int64],
+) -> dict[int, tuple[NDArray[np.bool_], NDArray[np.int64]]]:
+    """Per streaming measure, which samples have a value and the values, from the columns
+    (…, output tokens at 6, generation ns at 7, longest gap ns at 8)."""
+    tokens, generation, gap = samples[:, 6], samples[:, 7], samples[:, 8]
+    streamed = generation >= 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = np.where(tokens > 1, generation / np.maximum(tokens - 1, 1), 0)
+        per_second = np.where(
+            generation > 0, tokens * (NS_PER_S * NS_PER_MS) / np.maximum(generation, 1), 0
+        )
+    return {
+        Measure.TIME_PER_OUTPUT_TOKEN: (
+            streamed & (tokens > 1),
+            np.rint(per_token).astype(np.int64),
+        ),
+        Measure.OUTPUT_TOKENS_PER_S: (
+            streamed & (tokens > 0) & (generation > 0),
+            np.rint(per_second).astype(np.int64),
+        ),
+        Measure.MAX_CHUNK_GAP: (streamed & (gap >= 0), gap),
+    }
+
+
+def _add_llm_samples(parts: LlmParts, samples: NDArray[np.int64], resolution: int) -> None:
+    if not len(samples):
+        return
+    buckets = _bucket_of(samples[:, 0], resolution)
+    stages, models, errors = samples[:, 1], samples[:, 5], samples[:, 4]
+    streams = stream_values(samples)
+    for group in _groups(buckets, stages):
+        start, stage_id = int(buckets[group[0]]), int(stages[group[0]])
+        for measure, (present, values) in streams.items():
+            chosen = group[present[group]]
+            if len(chosen):
+                parts[(start, stage_id, ALL_MODELS, measure)].append(
+                    _part(values[chosen], int(errors[chosen].sum()))
+                )
+    named = models >= 0
+    for group in _groups(buckets[named], stages[named], models[named]):
+        rows = np.flatnonzero(named)[group]
+        start, stage_id, model_id = (
+            int(buckets[rows[0]]),
+            int(stages[rows[0]]),
+            int(models[rows[0]]),
+        )
+        error_count = int(errors[rows].sum())
+        parts[(start, stage_id, model_id, Measure.WALL)].append(
+            _part(samples[rows, 2], error_count)
+        )
+        parts[(start, stage_id, model_id, Measure.CRITICAL)].append(
+            _part(samples[rows, 3], error_count)
+        )
+        for measure, (present, values) in streams.items():
+            chosen = rows[present[rows]]
+            if len(chosen):
+                parts[(start, stage_id, model_id, measure)].append(
+                    _part(values[chosen], int(errors[chosen].sum()))
+                )
+
+
+def llm_rows_from_children(
+    pipeline: PipelineInfo, resolution: int, starts: list[int]
+) -> list[LlmBucket]:
+    ranges = Q()
+    for low, high in _runs(starts, resolution):
+        ranges |= Q(bucket_start__gte=to_datetime(low), bucket_start__lt=to_datetime(high))
+    children = LlmBucket.objects.filter(
+        ranges, pipeline_id=pipeline.id, resolution=CHILD[resolution]
+    ).values_list(
+        "bucket_start", "stage_id", "model_id", "measure", "count", "error_count", "sum_ns",
+        "max_ns", "sketch",
+    )  # fmt: skip
+    parts: LlmParts = defaultdict(list)
+    for when, stage_id, model_id, measure, count, errors, sum_ns, max_ns, sketch in children:
+        parts[(align_down(to_seconds(when), resolution), stage_id, model_id, measure)].append(
+            Part(count, errors, 0, sum_ns, max_ns, Sketch.from_bytes(bytes(sketch)))
+        )
+    return _llm_rows(pipeline, resolution, parts)
+
+
+def _llm_rows(pipeline: PipelineInfo, resolution: int, parts: LlmParts) -> list[LlmBucket]:
+    rows = []
+    for (start, stage_id, model_id, measure), members in sorted(parts.items()):
+        sketch = (
+            members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+        )
+        rows.append(
+            LlmBucket(
+                team_id=pipeline.team_id,
+                pipeline_id=pipeline.id,
+                stage_id=stage_id,
+                model_id=model_id,
+                measure=measure,
+                resolution=resolution,
+                bucket_start=to_datetime(start),
+                count=sum(m.count for m in members),
+                error_count=sum(m.errors for m in members),
                 sum_ns=sum(m.sum_ns for m in members),
                 max_ns=max(m.max_ns for m in members),
                 sketch=sketch.to_bytes(),

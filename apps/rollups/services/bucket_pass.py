@@ -38,7 +38,7 @@ from apps.core.isolation import failure_reason
 from apps.core.models import QuarantineKind
 from apps.core.quarantine import quarantine_record
 from apps.core.time import RESOLUTIONS, align_down, to_datetime, to_seconds
-from apps.rollups.models import RollupBucket
+from apps.rollups.models import LlmBucket, RollupBucket
 from apps.rollups.services import bucket_compute as rollup_compute
 from apps.rollups.services.bucket_compute import PipelineInfo
 from apps.rollups.services.retention import PARENT, bucket_source
@@ -193,19 +193,22 @@ def _rewrite(
         )
         plan[source].append(start)
     rewritten = sorted(plan["samples"] + plan["children"] + plan["expired"])
-    done.deleted += RollupBucket.objects.filter(
-        pipeline_id=pipeline_id,
-        resolution=resolution,
-        bucket_start__in=[to_datetime(start) for start in rewritten],
-    ).delete()[0]
+    buckets = [to_datetime(start) for start in rewritten]
+    for model in (RollupBucket, LlmBucket):
+        done.deleted += model.objects.filter(
+            pipeline_id=pipeline_id, resolution=resolution, bucket_start__in=buckets
+        ).delete()[0]
     if pipeline is not None:
-        rows = []
+        rows, llm = [], []
         if plan["samples"]:
             rows += rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
+            llm += rollup_compute.llm_rows_from_samples(pipeline, resolution, plan["samples"])
         if plan["children"]:
             rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
+            llm += rollup_compute.llm_rows_from_children(pipeline, resolution, plan["children"])
         RollupBucket.objects.bulk_create(rows, batch_size=1000)
-        done.written += len(rows)
+        LlmBucket.objects.bulk_create(llm, batch_size=1000)
+        done.written += len(rows) + len(llm)
     return rewritten
 
 

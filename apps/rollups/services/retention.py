@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.core.time import RESOLUTIONS
-from apps.rollups.models import RollupBucket
+from apps.rollups.models import LlmBucket, RollupBucket
 
 FINE_KEEP = timedelta(hours=2)
 MINUTE_KEEP = timedelta(days=3)
@@ -90,7 +90,8 @@ def rollups_expire(*, now: datetime | None = None) -> dict[int, int]:
         cutoff = kept_since(resolution, now)
         if cutoff is None:
             continue
-        deleted[resolution] = RollupBucket.objects.filter(
-            resolution=resolution, bucket_start__lt=cutoff
-        ).delete()[0]
+        deleted[resolution] = sum(
+            model.objects.filter(resolution=resolution, bucket_start__lt=cutoff).delete()[0]
+            for model in (RollupBucket, LlmBucket)
+        )
     return deleted
