@@ -3,7 +3,6 @@ give gateway, queue, prefill and decode stages whose percentiles are the exact o
 the sketches' 1 %, and whose critical-path shares add up to the LLM call's."""
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -16,16 +15,13 @@ from apps.analysis.engine_timing import (
     TIME_IN_PREFILL,
     TIME_IN_QUEUE,
 )
-from apps.analysis.services.finalize import traces_finalize_due
-from apps.ingest.models import Encoding
-from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
 from apps.rollups.selectors import pipeline_percentiles
 from apps.teams.models import Team
 from tests.builders.bucket_rows import nearest_rank
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
-from tests.builders.recompute_traces import rollups_settle
-from tests.builders.spans import HandSpan, encode, span
+from tests.builders.ingested_traces import ingest_and_roll_up
+from tests.builders.spans import HandSpan, span
 from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
@@ -110,13 +106,7 @@ def test_engine_parts_are_exact_within_one_percent_and_add_up_to_the_llm_call(
 ) -> None:
     pipeline = engine_pipeline(world.team)
     sent = traffic(400)
-    raw_batch_store(
-        team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF,
-        body=encode(sent.spans), span_count=len(sent.spans),
-    )  # fmt: skip
-    raw_batches_drain()
-    traces_finalize_due(now=timezone.now() + timedelta(hours=1))
-    rollups_settle()
+    ingest_and_roll_up(world.team, sent.spans)
 
     figures = pipeline_percentiles(pipeline=pipeline, start=sent.start_s, end=sent.end_s)
     by_slug = {row.stage.slug: row for row in figures.stages}

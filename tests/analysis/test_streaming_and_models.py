@@ -3,7 +3,6 @@ rollups against exact computation on generated chunk timings."""
 
 import itertools
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -13,20 +12,17 @@ from django.utils import timezone
 from apps.analysis.attribution import attribute_trace
 from apps.analysis.llm_figures import StreamFigures, stage_llm
 from apps.analysis.models import MAX_MODELS_PER_TEAM, OTHER_MODEL, ServedModel, StageSample
-from apps.analysis.services.finalize import traces_finalize_due
 from apps.analysis.services.served_models import served_model_ids
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import RuleSpec, StageMatcher, StageSpec
-from apps.ingest.models import Encoding
-from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
 from apps.rollups.models import Measure
 from apps.rollups.selectors.llm import stage_llm_figures, stage_model_shares
 from apps.teams.models import Team
 from tests.builders.bucket_rows import nearest_rank
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
-from tests.builders.recompute_traces import rollups_settle
-from tests.builders.spans import T0, HandSpan, encode, span
+from tests.builders.ingested_traces import ingest_and_roll_up
+from tests.builders.spans import T0, HandSpan, span
 from tests.conftest import TeamWorld
 from tests.timing import MS, S
 
@@ -210,13 +206,7 @@ def within_one_percent(got: float | None, exact: float) -> bool:
 def test_streaming_figures_and_models_equal_exact_computation(world: TeamWorld) -> None:
     pipeline = streaming_pipeline(world.team)
     sent = streamed_traffic(400)
-    raw_batch_store(
-        team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF,
-        body=encode(sent.spans), span_count=len(sent.spans),
-    )  # fmt: skip
-    raw_batches_drain()
-    traces_finalize_due(now=timezone.now() + timedelta(hours=1))
-    rollups_settle()
+    ingest_and_roll_up(world.team, sent.spans)
     generation = pipeline.stages.get(slug="generation")
     assert StageSample.objects.filter(stage_id=generation.pk, model_id__isnull=False).count() == 400
 

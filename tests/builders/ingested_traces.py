@@ -12,6 +12,7 @@ from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline
+from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.teams.models import Team
 from tests.builders.bucket_rows import HandTrace
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
@@ -61,6 +62,13 @@ def ingest(team: Team, *traces: list[HandSpan]) -> None:
         )  # fmt: skip
     raw_batches_drain()
     traces_finalize_due(now=timezone.now() + timedelta(hours=1))
+
+
+def ingest_and_roll_up(team: Team, spans: list[HandSpan]) -> None:
+    """Spans of many traces as one request, drained, analysed final and rolled up."""
+    ingest(team, spans)
+    while rollups_process_dirty().buckets:
+        pass
 
 
 def make_rag_pipeline(team: Team) -> Pipeline:
