@@ -371,3 +371,66 @@ def histogram(
         marks_out.append(Mark(x, f"{name} {format_ms(value)}", x > plot.width * 0.75))
     x_ticks = [Tick(x_of(v), format_ms(v)) for v in _log_ticks(low, high * 1.05)]
     return Histogram(plot, bars, marks_out, x_ticks, empty=False)
+
+
+@dataclass(frozen=True)
+class ShareColumn:
+    x: float
+    y: float
+    width: float
+    height: float
+    colour: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ShareChart:
+    """Columns of shares of one whole (models' shares of a stage's requests) over time."""
+
+    plot: Plot
+    columns: list[ShareColumn]
+    y_ticks: list[Tick]
+    x_ticks: list[Tick]
+    legend: list[tuple[str, str]]  # (colour, label)
+    empty: bool
+
+
+def share_chart(
+    starts: Sequence[int],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    *,
+    start: int,
+    end: int,
+    step: int,
+    colours: Sequence[str],
+    width: int = 720,
+    height: int = 180,
+) -> ShareChart:
+    """One column per point, each series' share stacked from the bottom; ``series`` are
+    (label, shares per point), a point without samples is left empty."""
+    plot = Plot(width=width, height=height)
+    span = max(end - start, 1)
+    column_width = max(step / span * plot.inner_width - 1, 0.5)
+    columns = []
+    for number, point in enumerate(starts):
+        x = plot.left + (max(point, start) - start) / span * plot.inner_width
+        bottom = float(plot.baseline)
+        when = to_datetime(point).strftime("%Y-%m-%d %H:%M UTC")
+        for (label, shares), colour in zip(series, colours, strict=False):
+            share = shares[number]
+            if not share:
+                continue
+            tall = share * plot.inner_height
+            bottom -= tall
+            columns.append(
+                ShareColumn(
+                    round(x, 1), round(bottom, 1), round(column_width, 1), round(tall, 1),
+                    colour, f"{label}: {share * 100:.1f} % at {when}",
+                )
+            )  # fmt: skip
+    y_ticks = [
+        Tick(plot.baseline - share * plot.inner_height, f"{share * 100:.0f} %")
+        for share in (0, 0.5, 1)
+    ]
+    legend = [(colour, label) for (label, _), colour in zip(series, colours, strict=False)]
+    return ShareChart(plot, columns, y_ticks, _time_ticks(start, end, plot), legend, not columns)

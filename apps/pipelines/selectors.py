@@ -1,8 +1,8 @@
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
-from apps.pipelines.models import NoStageRule, Pipeline, SpanRule, Stage
+from apps.pipelines.models import ENGINE_PORTIONS, NoStageRule, Pipeline, SpanRule, Stage
 from apps.teams.models import Team
 
 
@@ -87,8 +87,17 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
     """
     headline = pipeline.headline_budget
     percentile, e2e = headline if headline else (None, None)
-    every = list(stages_for_pipeline(pipeline=pipeline))
-    stages = [stage for stage in every if not stage.engine_part]
+    # One statement: whether every rule of a stage takes an engine's part (Stage.engine_part).
+    every = list(
+        Stage.objects.filter(pipeline=pipeline)
+        .order_by("position", "id")
+        .annotate(
+            rule_count=Count("rules"),
+            engine_rule_count=Count("rules", filter=Q(rules__portion__in=ENGINE_PORTIONS)),
+        )
+    )
+    within = {s.pk for s in every if s.rule_count and s.rule_count == s.engine_rule_count}
+    stages = [stage for stage in every if stage.pk not in within]
     segments = [
         AllocationSegment(
             stage=stage,
@@ -99,7 +108,7 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
         )
         # The index among all the pipeline's stages: the colour the other charts give it.
         for index, stage in enumerate(every)
-        if stage.budget_ms and not stage.engine_part
+        if stage.budget_ms and stage.pk not in within
     ]
     return Allocation(
         percentile=percentile,
@@ -107,5 +116,5 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
         allocated_ms=sum(s.budget_ms for s in segments),
         segments=segments,
         unbudgeted=[stage for stage in stages if not stage.budget_ms],
-        within=[stage for stage in every if stage.engine_part],
+        within=[stage for stage in every if stage.pk in within],
     )

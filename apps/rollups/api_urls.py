@@ -3,6 +3,7 @@ from django.urls import path
 from apps.rollups import apis
 from apps.rollups.apis import degradations as degradation_apis
 from apps.rollups.apis import fit as fit_apis
+from apps.rollups.apis import models_api
 from apps.rollups.apis import objectives as objective_apis
 from apps.rollups.apis import violations as violation_apis
 
@@ -15,6 +16,11 @@ urlpatterns = [
         name="api-pipeline-percentiles",
     ),
     path(PIPELINE + "series", apis.PipelineSeriesApi.as_view(), name="api-pipeline-series"),
+    path(
+        PIPELINE + "stages/<slug:stage_slug>/models",
+        models_api.StageModelsApi.as_view(),
+        name="api-stage-models",
+    ),
 ]
 
 urlpatterns += [

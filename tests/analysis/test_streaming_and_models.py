@@ -1,13 +1,9 @@
 """Streaming figures and the split by model: per span, then through ingest, analysis and
 rollups against exact computation on generated chunk timings."""
 
-import itertools
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pytest
-from django.utils import timezone
 
 from apps.analysis.attribution import attribute_trace
 from apps.analysis.llm_figures import StreamFigures, stage_llm
@@ -15,18 +11,15 @@ from apps.analysis.models import MAX_MODELS_PER_TEAM, OTHER_MODEL, ServedModel, 
 from apps.analysis.services.served_models import served_model_ids
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import RuleSpec, StageMatcher, StageSpec
-from apps.pipelines.models import Pipeline
 from apps.rollups.models import Measure
 from apps.rollups.selectors.llm import stage_llm_figures, stage_model_shares
-from apps.teams.models import Team
 from tests.builders.bucket_rows import nearest_rank
-from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.builders.ingested_traces import ingest_and_roll_up
-from tests.builders.spans import T0, HandSpan, span
+from tests.builders.spans import T0, span
+from tests.builders.streamed_traffic import CHUNK, streamed_traffic, streaming_pipeline
 from tests.conftest import TeamWorld
-from tests.timing import MS, S
+from tests.timing import MS
 
-CHUNK = "llm.content.completion.chunk"
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 MATCHER = StageMatcher(
     [
@@ -144,58 +137,6 @@ def test_model_names_past_a_teams_cap_count_as_its_other_models(world: TeamWorld
 
 
 # Through ingest, analysis and rollups.
-
-
-@dataclass
-class Sent:
-    spans: list[HandSpan] = field(default_factory=list)
-    # Per trace: (model, wall of generation ns, tpot ns, tokens/s, max gap ns)
-    rows: list[tuple[str, int, float, float, int]] = field(default_factory=list)
-    start_s: int = 0
-    end_s: int = 0
-
-
-def streamed_traffic(n: int, *, seed: int = 8) -> Sent:
-    rng = np.random.default_rng(seed)
-    now_s = int(timezone.now().timestamp())
-    starts = sorted(int(s) for s in rng.integers((now_s - 1500) * S, (now_s - 600) * S, n))
-    sent = Sent()
-    for index, t0 in enumerate(starts):
-        t0 = t0 // MS * MS
-        trace_id = 0x5000 + index
-        model = "small" if rng.random() < 0.15 else "large"
-        first = int(rng.lognormal(np.log(300), 0.4) * MS)
-        tokens = int(rng.integers(20, 400))
-        gaps = rng.lognormal(np.log(30 if model == "large" else 15), 0.3, size=max(tokens // 8, 2))
-        if rng.random() < 0.05:
-            gaps[rng.integers(1, len(gaps))] += rng.uniform(400, 900)
-        chunk_times = t0 + first + np.rint(np.cumsum(gaps) * MS).astype(np.int64)
-        end = int(chunk_times[-1])
-        events = [("first_token", t0 + first), (CHUNK, t0 + first)]
-        events += [(CHUNK, int(time)) for time in chunk_times]
-        sent.spans += [
-            span(1, None, t0, end + 5 * MS, name="POST /chat", kind="server", trace_id=trace_id),
-            span(2, 1, t0, end, name=f"chat {model}", kind="client", trace_id=trace_id,
-                 attributes={"gen_ai.request.model": model, "gen_ai.provider.name": "vllm",
-                             "gen_ai.usage.output_tokens": tokens},
-                 events=events),
-        ]  # fmt: skip
-        generation = end - (t0 + first)
-        times = [t0 + first, *chunk_times.tolist()]
-        max_gap = max(b - a for a, b in itertools.pairwise(times))
-        sent.rows.append(
-            (model, generation, generation / (tokens - 1), tokens / (generation / S), max_gap)
-        )
-    sent.start_s = starts[0] // S // 10 * 10
-    sent.end_s = (starts[-1] // S // 10 + 2) * 10
-    return sent
-
-
-def streaming_pipeline(team: Team) -> Pipeline:
-    pipeline = make_pipeline(team, "streamed", name="Streamed", match_root_span="POST /chat")
-    make_rule(make_stage(pipeline, "ttft"), span_name="chat*", portion="until_first_token")
-    make_rule(make_stage(pipeline, "generation"), span_name="chat*", portion="after_first_token")
-    return pipeline
 
 
 def within_one_percent(got: float | None, exact: float) -> bool:

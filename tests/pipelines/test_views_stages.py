@@ -424,6 +424,23 @@ def test_bar_shows_over_allocation_and_scales_segments_to_fit(
     assert re.search(r'data-stage="generation" style="width: 40.00%"', html)
 
 
+def test_stages_of_an_engines_parts_lie_within_and_are_not_allocated_again(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    queue = make_stage(pipeline, "engine-queue", name="Engine queue", budget_ms=300)
+    make_rule(queue, span_name="llm_request", portion="queue")
+    # A stage with an engine part and a whole-span rule is an ordinary stage.
+    mixed = make_stage(pipeline, "mixed", name="Mixed", budget_ms=100)
+    make_rule(mixed, span_name="llm_request", portion="prefill")
+    make_rule(mixed, span_name="cache*")
+    html = client_for(world.viewer).get(stage_url("detail", pipeline)).content.decode()
+    assert "engine-queue" not in segments(html)
+    assert 'data-within="engine-queue"' in html
+    assert "Engine queue · 300 ms" in html
+    assert "mixed" in segments(html)
+    assert "allocated 1.7 s of 2 s (85%)" in html
+
+
 def test_bar_flags_stages_at_another_percentile_and_lists_unbudgeted_ones(
     world: TeamWorld, pipeline: Pipeline
 ) -> None:

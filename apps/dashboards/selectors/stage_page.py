@@ -1,5 +1,6 @@
 """One stage of a pipeline: its percentile over time, its distribution, its slowest traces."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -7,7 +8,8 @@ from django.utils import timezone
 
 from apps.analysis.selectors.recompute import figures_predate_rules
 from apps.analysis.selectors.samples import SlowSample, slowest_samples
-from apps.dashboards.charts import Histogram, LineChart, histogram
+from apps.core.figures import stage_colour
+from apps.dashboards.charts import Histogram, LineChart, ShareChart, histogram, share_chart
 from apps.dashboards.ranges import Range
 from apps.dashboards.selectors.degradations_panel import DegradationPanel, degradation_panel
 from apps.dashboards.selectors.figures import StageFigures, pipeline_figures
@@ -19,10 +21,108 @@ from apps.dashboards.selectors.pipeline_page import (
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles
+from apps.rollups.selectors.llm import stage_llm_figures, stage_model_shares
+from apps.rollups.selectors.percentiles import Distribution
 from apps.rollups.selectors.windows import resolution_availability
 
 HISTOGRAM_BINS = 48
 SLOWEST = 10
+SHOWN = ("p50", "p95", "p99")
+STREAM_ROWS = (
+    (Measure.TIME_PER_OUTPUT_TOKEN, "Time per output token", "ms",
+     "after the first token: the generation's time over the tokens after the first"),
+    (Measure.OUTPUT_TOKENS_PER_S, "Output tokens per second", "tokens/s",
+     "all output tokens over the time after the first token; lower is slower"),
+    (Measure.MAX_CHUNK_GAP, "Longest gap between chunks", "ms",
+     "per answer, the longest wait for the next chunk: a stalled stream"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    label: str
+    unit: str  # "ms", or "tokens/s"
+    hint: str
+    count: int
+    values: dict[str, float | None]  # p50, p95, p99
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    label: str
+    provider: str
+    colour: str
+    count: int
+    share: float
+    wall: dict[str, float | None]
+    per_token_p95: float | None
+    tokens_per_s_p50: float | None
+
+
+@dataclass(frozen=True)
+class ModelPanel:
+    """What the stage's LLM calls say: how answers streamed, and which models served it."""
+
+    streams: list[StreamRow]
+    models: list[ModelRow]
+    shares: ShareChart | None  # with two models or more
+
+    @property
+    def empty(self) -> bool:
+        return not self.streams and not self.models
+
+
+def _values(distribution: Distribution) -> dict[str, float | None]:
+    return {name: distribution.percentile(name) for name in SHOWN}
+
+
+def model_panel(
+    *, pipeline: Pipeline, stage: Stage, range_: Range, available: Mapping[int, float]
+) -> ModelPanel:
+    figures = stage_llm_figures(
+        pipeline=pipeline, stage=stage, start=range_.start, end=range_.end, available=available
+    )
+    streams = [
+        StreamRow(
+            label, unit, hint, figures.streams[measure].count, _values(figures.streams[measure])
+        )
+        for measure, label, unit, hint in STREAM_ROWS
+        if measure in figures.streams
+    ]
+    colours = [stage_colour(index) for index in range(len(figures.models))]
+    models = [
+        ModelRow(
+            label=row.model.model,
+            provider=row.model.provider,
+            colour=colour,
+            count=row.wall.count,
+            share=row.share,
+            wall=_values(row.wall),
+            per_token_p95=_percentile(row.streams.get(Measure.TIME_PER_OUTPUT_TOKEN), "p95"),
+            tokens_per_s_p50=_percentile(row.streams.get(Measure.OUTPUT_TOKENS_PER_S), "p50"),
+        )
+        for row, colour in zip(figures.models, colours, strict=True)
+    ]
+    shares = None
+    if len(models) > 1:
+        series = stage_model_shares(
+            pipeline=pipeline, stage=stage, start=range_.start, end=range_.end,
+            available=available,
+        )  # fmt: skip
+        order = {row.model.pk: colour for row, colour in zip(figures.models, colours, strict=True)}
+        shares = share_chart(
+            series.starts,
+            [(model.label, values) for model, values in series.shares],
+            start=series.window.start,
+            end=series.window.end,
+            step=series.step,
+            colours=[order.get(model.pk, "untracked") for model, _ in series.shares],
+        )
+    return ModelPanel(streams, models, shares)
+
+
+def _percentile(distribution: Distribution | None, name: str) -> float | None:
+    return None if distribution is None else distribution.percentile(name)
 
 
 @dataclass(frozen=True)
@@ -38,6 +138,7 @@ class StagePage:
     earlier_rules_until: datetime | None
     traces: int  # of the pipeline in the range, with a span in this stage or not
     degradations: DegradationPanel
+    models: ModelPanel
 
     @property
     def open_violation(self) -> Violation | None:
@@ -121,4 +222,5 @@ def stage_page(
             stages=[stage],
             stage=stage,
         ),
+        models=model_panel(pipeline=pipeline, stage=stage, range_=range_, available=available),
     )
