@@ -20,6 +20,7 @@ from apps.demo.traffic.client_app import (
     RequestOutcome,
     dependency_call,
 )
+from apps.demo.traffic.llm_call import PRIMARY_MODEL, PRIMARY_PROVIDER
 from apps.demo.traffic.planned_steps import planned_request
 from apps.demo.traffic.slow_phases import SlowPhases
 from tests.demo.scaled_demo import SPEED, scaled_demo_document, scaled_stage_budgets
@@ -249,7 +250,7 @@ def engine_timings(span: ReadableSpan) -> dict[str, float]:
     }
 
 
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", range(5, 9))
 def test_the_answer_is_a_model_call_under_the_first_token_stage_with_the_engines_span(
     seed: int,
 ) -> None:
@@ -266,11 +267,12 @@ def test_the_answer_is_a_model_call_under_the_first_token_stage_with_the_engines
     [first] = [event.timestamp for event in chat.events if event.name == "first_token"]
     assert chunks[0] == first
     assert len(chunks) >= 2
-    engines = served.named("llm_request")
-    if attributes["gen_ai.provider.name"] == "openai":
-        assert engines == []
-        return
-    [engine] = engines
+    # Without levers the team's own engine answers every request, its span under the call.
+    assert (attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"]) == (
+        PRIMARY_PROVIDER,
+        PRIMARY_MODEL,
+    )
+    [engine] = served.named("llm_request")
     assert engine.parent is not None
     assert engine.parent.span_id == chat.context.span_id
     timings = engine_timings(engine)
@@ -287,3 +289,16 @@ def test_a_slow_first_token_is_the_engine_queueing() -> None:
     assert slow["time_in_queue"] - usual["time_in_queue"] > 0.8 * (
         slow["time_to_first_token"] - usual["time_to_first_token"]
     )
+
+
+def test_a_fallback_is_answered_by_the_hosted_model_without_an_engine_span() -> None:
+    served = serve(slow_step="ttft")
+    calls = {span.name: span for span in served.spans if span.name.startswith("chat ")}
+    assert set(calls) == {f"chat {PRIMARY_MODEL}", "chat gpt-4o-mini"}
+    fallback = calls["chat gpt-4o-mini"].attributes or {}
+    assert fallback["gen_ai.provider.name"] == "openai"
+    assert fallback["gen_ai.response.model"] == "gpt-4o-mini"
+    # The primary was cancelled before its first token: no answer, no engine span.
+    primary = calls[f"chat {PRIMARY_MODEL}"]
+    assert "gen_ai.response.model" not in (primary.attributes or {})
+    assert served.named("llm_request") == []

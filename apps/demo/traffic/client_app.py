@@ -21,6 +21,7 @@ from apps.demo.traffic.llm_call import (
     ENGINE_SPAN,
     FALLBACK_MODEL,
     FALLBACK_PROVIDER,
+    PRIMARY_MODEL,
     PRIMARY_PROVIDER,
     EngineDraw,
 )
@@ -168,9 +169,10 @@ class DemoApplication:
         the rest of the stream the generation stage."""
         first_token = step.first_token_ms or 0.0
         slowed = job.slowed(FIRST_TOKEN, first_token)
+        # The team's own engine answers first; the levers fall back to the hosted model.
         call = ModelCall(
-            model=step.model,
-            provider=PRIMARY_PROVIDER if step.engine is not None else FALLBACK_PROVIDER,
+            model=PRIMARY_MODEL,
+            provider=PRIMARY_PROVIDER,
             first_token_ms=slowed,
             generation_ms=step.duration_ms - first_token,
             chunks_ms=step.chunks_ms,

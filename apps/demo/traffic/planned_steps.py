@@ -24,8 +24,8 @@ class PlannedStep:
     duration_ms: float
     first_token_ms: float | None = None  # the LLM call's, from its start
     error: str | None = None
-    # The LLM call's model, its serving engine (None: hosted), its chunks after the first
-    # (ms after the first token) and its token counts.
+    # The LLM call's model as the plan drew it, the serving engine's draw, its chunks after
+    # the first (ms after the first token) and its token counts.
     model: str = ""
     engine: EngineDraw | None = None
     chunks_ms: tuple[float, ...] = ()

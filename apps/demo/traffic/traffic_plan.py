@@ -149,8 +149,8 @@ class PlannedSpan:
     # The step of the request a child of the root carries out (a key of MEDIAN_MS, or
     # "chat" for the LLM call), so that an application can run the plan step by step.
     step: str | None = None
-    # The LLM call's: the serving engine's draw (None: a hosted model), and when each
-    # chunk after the first arrives, in ms after the first token.
+    # The LLM call's: the serving engine's draw (a span for it only where the engine
+    # answered), and when each chunk after the first arrives, in ms after the first token.
     engine: EngineDraw | None = None
     chunks_ms: tuple[float, ...] = ()
 
@@ -438,8 +438,10 @@ class TracePlanner:
         span.events += [
             (CHUNK_EVENT, start + ttft + offset, {}) for offset in (0.0, *span.chunks_ms)
         ]
+        # Drawn whether or not this answer came from the engine: a client that runs the plan
+        # calls the engine first and lets its levers decide when to fall back.
+        span.engine = engine_draw(self._stream("engine"))
         if not hosted:
-            span.engine = engine_draw(self._stream("engine"))
             times = span.engine.times(first_token_ms=ttft, duration_ms=ttft + generation)
             engine_attributes = times.attributes(
                 model=model, input_tokens=input_tokens, output_tokens=output_tokens
