@@ -12,10 +12,10 @@ from apps.demo.traffic.client_run import (
     requests_in_flight_checked,
     traffic_run_through_client,
 )
+from apps.demo.traffic.destination import Destination
 from apps.demo.traffic.send import (
     FLUSH_AFTER_SIGNAL_TIMEOUT_S,
     FLUSH_TIMEOUT_S,
-    TRACES_PATH,
     drain,
     otlp_provider,
 )
@@ -171,7 +171,7 @@ def run_client_mode(
     *,
     out: OutputWrapper,
     pipeline: Pipeline,
-    base_url: str,
+    destination: Destination,
     token: str,
     metrics_token: str,
     rps: float,
@@ -183,17 +183,23 @@ def run_client_mode(
     stop: threading.Event,
 ) -> ClientRunReport:
     """Serve the traffic through the client with the SDK's exporter, drain it, and print
-    what was sent and decided."""
+    what was sent and decided. The client reads the budgets from the destination's HTTP
+    side, whichever way the spans go."""
     shape = shape_for_pipeline(pipeline=pipeline)
-    endpoint = base_url + TRACES_PATH
+    base_url = destination.base_url
     provider, exporter = otlp_provider(
-        endpoint=endpoint, token=token, service=shape.service, rps=rps, gzip=gzip
+        endpoint=destination.endpoint,
+        token=token,
+        service=shape.service,
+        rps=rps,
+        gzip=gzip,
+        protocol=destination.protocol,
     )
     levers = "levers on" if client.levers else "no levers"
     out.write(
         f"Serving {rps:g} requests/s of “{pipeline.name}” through the latency-budgets client "
         f"({levers}, speed {client.speed:g}) as {shape.service} “{shape.root_span}” to "
-        f"{endpoint} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"
+        f"{destination} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"
     )
     slow = client.slow
     if slow is not None:

@@ -5,10 +5,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import grpc
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
 from opentelemetry.exporter.otlp.proto.http import Compression
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -22,6 +28,10 @@ from apps.core.time import NS_PER_MS
 from apps.demo.traffic.traffic_plan import TracePlan, TracePlanner
 
 TRACES_PATH = "/v1/traces"
+# The exporters, spelled as OTEL_EXPORTER_OTLP_PROTOCOL spells them.
+HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
+PROTOCOLS = (HTTP_PROTOBUF, GRPC)
+PROTOCOL_NAMES = {HTTP_PROTOBUF: "OTLP/HTTP", GRPC: "OTLP/gRPC"}
 FLUSH_TIMEOUT_S = 10.0
 # Honcho kills what has not stopped 5 s after Ctrl-C: leave time to print the summary.
 FLUSH_AFTER_SIGNAL_TIMEOUT_S = 3.0
@@ -95,17 +105,42 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
-def otlp_provider(
-    *, endpoint: str, token: str, service: str, rps: float, gzip: bool = False
-) -> tuple[TracerProvider, CountingExporter]:
-    """The SDK's tracer provider exporting to ``endpoint`` over OTLP/HTTP with the team's
-    ingest token, as a service of the team would; drain it with ``drain``."""
-    exporter = CountingExporter(
-        OTLPSpanExporter(
+def otlp_exporter(*, protocol: str, endpoint: str, token: str, gzip: bool) -> SpanExporter:
+    """The SDK's own OTLP exporter for ``protocol``, with the team's ingest token: to the
+    ``/v1/traces`` URL ``endpoint`` over OTLP/HTTP, or to ``endpoint`` as ``host:port``
+    over OTLP/gRPC, in plaintext unless it reads ``https://host:port`` (then TLS, trusting
+    what ``OTEL_EXPORTER_OTLP_CERTIFICATE`` names, else the system's roots)."""
+    if protocol == GRPC:
+        return GrpcSpanExporter(
             endpoint=endpoint,
-            headers={"Authorization": f"Bearer {token}"},
-            compression=Compression.Gzip if gzip else Compression.NoCompression,
+            insecure=not endpoint.startswith("https://"),
+            # gRPC metadata keys are lower case: the server reads this one.
+            headers={"authorization": f"Bearer {token}"},
+            compression=grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression,
         )
+    if protocol != HTTP_PROTOBUF:
+        raise ValueError(f"protocol is one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    return HttpSpanExporter(
+        endpoint=endpoint,
+        headers={"Authorization": f"Bearer {token}"},
+        compression=Compression.Gzip if gzip else Compression.NoCompression,
+    )
+
+
+def otlp_provider(
+    *,
+    endpoint: str,
+    token: str,
+    service: str,
+    rps: float,
+    gzip: bool = False,
+    protocol: str = HTTP_PROTOBUF,
+) -> tuple[TracerProvider, CountingExporter]:
+    """The SDK's tracer provider exporting to ``endpoint`` over ``protocol`` (see
+    ``otlp_exporter``) with the team's ingest token, as a service of the team would; drain
+    it with ``drain``."""
+    exporter = CountingExporter(
+        otlp_exporter(protocol=protocol, endpoint=endpoint, token=token, gzip=gzip)
     )
     provider = TracerProvider(
         resource=Resource.create(

@@ -1,15 +1,11 @@
 import random
 import signal
 import threading
-import time
-import urllib.error
-import urllib.request
 from argparse import ArgumentParser
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -29,7 +25,15 @@ from apps.demo.traffic.client_mode import (
     run_client_mode,
 )
 from apps.demo.traffic.demo_token import ingest_token_for_run, metrics_token_for_run
-from apps.demo.traffic.send import FLUSH_AFTER_SIGNAL_TIMEOUT_S, FLUSH_TIMEOUT_S, TRACES_PATH
+from apps.demo.traffic.destination import Destination, destination_for_run, wait_until_answers
+from apps.demo.traffic.send import (
+    FLUSH_AFTER_SIGNAL_TIMEOUT_S,
+    FLUSH_TIMEOUT_S,
+    GRPC,
+    HTTP_PROTOBUF,
+    PROTOCOLS,
+    TRACES_PATH,
+)
 from apps.demo.traffic.traffic_plan import MEDIAN_MS
 from apps.pipelines.models import Pipeline
 from apps.pipelines.selectors import pipelines_for_team
@@ -44,9 +48,9 @@ DEFAULT_RPS = {REPLAY: 20.0, CLIENT: 5.0}
 class Command(BaseCommand):
     help = (
         "Send realistic traces of a pipeline to a running server through the OpenTelemetry "
-        "SDK's OTLP/HTTP exporter, at a steady rate, until --duration or Ctrl-C: planned "
-        "traces replayed at once (--mode replay), or requests served in real time through "
-        "the latency-budgets client (--mode client)."
+        "SDK's OTLP exporter (HTTP, or gRPC with --protocol grpc), at a steady rate, until "
+        "--duration or Ctrl-C: planned traces replayed at once (--mode replay), or requests "
+        "served in real time through the latency-budgets client (--mode client)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -70,7 +74,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--duration", type=float, help="Seconds to run (default: until Ctrl-C)."
         )
-        parser.add_argument("--url", help="Base URL of the server (default: SITE_URL).")
+        parser.add_argument(
+            "--url",
+            help="Base URL of the server (default: SITE_URL): OTLP/HTTP goes to its "
+            f"{TRACES_PATH}, and the client mode reads the budgets there.",
+        )
+        parser.add_argument(
+            "--protocol",
+            choices=PROTOCOLS,
+            default=HTTP_PROTOBUF,
+            help="How the spans travel, spelled as in OTEL_EXPORTER_OTLP_PROTOCOL: "
+            f"{HTTP_PROTOBUF} (default) to --url, or {GRPC} to --grpc-endpoint.",
+        )
+        parser.add_argument(
+            "--grpc-endpoint",
+            metavar="HOST:PORT",
+            help=f"The server's OTLP/gRPC port, with --protocol {GRPC} (default: "
+            "OTLP_GRPC_HOST:OTLP_GRPC_PORT); plaintext, or TLS as https://HOST:PORT.",
+        )
         parser.add_argument(
             "--token",
             help="Team ingest token (default for the demo team: the one demo_setup saved).",
@@ -192,22 +213,27 @@ class Command(BaseCommand):
             if client is None
             else metrics_token_for_run(team=team, given=options["metrics_token"])
         )
-        base_url = _base_url(options["url"] or settings.SITE_URL)
+        destination = destination_for_run(
+            url=options["url"] or settings.SITE_URL,
+            protocol=options["protocol"],
+            grpc_endpoint=options["grpc_endpoint"],
+        )
 
         # Ctrl-C or SIGTERM at any point, even while waiting for the server, ends the
         # command cleanly: what is sent is flushed, and it exits 0.
         stop = threading.Event()
         with _stop_on_signals(stop):
-            self.stdout.write(f"Waiting for {base_url}/healthz …")
-            if not _wait_for_server(base_url, timeout=options["wait"], stop=stop):
-                self.stdout.write("Stopped before the server answered; nothing was sent.")
-                return
+            for what, answers in destination.waits(budgets=client is not None):
+                self.stdout.write(f"Waiting for {what} …")
+                if not wait_until_answers(answers, what=what, timeout=options["wait"], stop=stop):
+                    self.stdout.write("Stopped before the server answered; nothing was sent.")
+                    return
             if client is not None:
                 assert metrics_token is not None
                 run_client_mode(
                     out=self.stdout,
                     pipeline=pipeline,
-                    base_url=base_url,
+                    destination=destination,
                     token=token,
                     metrics_token=metrics_token,
                     rps=rps,
@@ -221,7 +247,7 @@ class Command(BaseCommand):
                 return
             self._run(
                 pipeline=pipeline,
-                endpoint=base_url + TRACES_PATH,
+                destination=destination,
                 token=token,
                 rps=rps,
                 duration=duration,
@@ -236,7 +262,7 @@ class Command(BaseCommand):
         self,
         *,
         pipeline: Pipeline,
-        endpoint: str,
+        destination: Destination,
         token: str,
         rps: float,
         duration: float | None,
@@ -248,13 +274,18 @@ class Command(BaseCommand):
     ) -> None:
         shape = shape_for_pipeline(pipeline=pipeline)
         provider, exporter = otlp_provider(
-            endpoint=endpoint, token=token, service=shape.service, rps=rps, gzip=gzip
+            endpoint=destination.endpoint,
+            token=token,
+            service=shape.service,
+            rps=rps,
+            gzip=gzip,
+            protocol=destination.protocol,
         )
         # Seeds the shapes only: random ids keep two runs from colliding on the server.
         planner = TracePlanner(rng=random.Random(seed), shape=shape, switches=switches, drift=drift)
         self.stdout.write(
             f"Sending {rps:g} traces/s of “{pipeline.name}” as {shape.service} “{shape.root_span}” "
-            f"to {endpoint} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"
+            f"to {destination} ({f'for {duration:g} s' if duration else 'Ctrl-C stops'})"
         )
         if drift is not None:
             self.stdout.write(
@@ -274,33 +305,6 @@ class Command(BaseCommand):
             f"export failures: {exporter.failed_batches} "
             f"({exporter.failed_spans} spans)"
         )
-
-
-def _base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
-    url = url.removesuffix(TRACES_PATH)
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CommandError(f"--url must be an http:// or https:// URL, not “{url}”.")
-    return url
-
-
-def _wait_for_server(base_url: str, *, timeout: float, stop: threading.Event) -> bool:
-    """True once GET /healthz answers 200 (`make run` starts us alongside the web server);
-    False if asked to stop first."""
-    deadline = time.monotonic() + timeout
-    while not stop.is_set():
-        try:
-            # The scheme was checked by _base_url.
-            with urllib.request.urlopen(f"{base_url}/healthz", timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() >= deadline:
-            raise CommandError(f"No server answered at {base_url}/healthz within {timeout:g} s.")
-        stop.wait(0.5)
-    return False
 
 
 @contextmanager
