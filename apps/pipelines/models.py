@@ -7,6 +7,7 @@ from apps.core.models import TimeStampedModel
 from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
 from apps.pipelines.degrade_policy import degrade_policy_validator
+from apps.pipelines.stream_budget import stream_budget_validator
 from apps.teams.models import Team, slug_validator
 
 
@@ -162,6 +163,12 @@ class Stage(TimeStampedModel):
         validators=[degrade_policy_validator],
         help_text="The run-time client's levers for this stage (apps.pipelines.degrade_policy).",
     )
+    stream_budget = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[stream_budget_validator],
+        help_text="Budgets on the streamed answers (apps.pipelines.stream_budget).",
+    )
 
     class Meta:
         constraints = [
@@ -175,6 +182,15 @@ class Stage(TimeStampedModel):
     @property
     def budget(self) -> dict[str, int]:
         return {self.budget_percentile: self.budget_ms} if self.budget_ms else {}
+
+    @property
+    def stream_budgets(self) -> list[tuple[str, str, int]]:
+        """(measure key, percentile, ms) of each budget on the streamed answers."""
+        return [
+            (key, percentile, ms)
+            for key, values in (self.stream_budget or {}).items()
+            for percentile, ms in values.items()
+        ]
 
     @property
     def engine_part(self) -> bool:

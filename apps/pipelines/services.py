@@ -14,6 +14,7 @@ from apps.core.percentiles import PERCENTILES
 from apps.pipelines.attribute_json import AttributeJSONEncoder
 from apps.pipelines.degrade_policy import degrade_policy_clean
 from apps.pipelines.models import NoStageRule, Pipeline, Portion, SpanConditions, SpanRule, Stage
+from apps.pipelines.stream_budget import stream_budget_clean
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,
@@ -35,7 +36,7 @@ PIPELINE_FIELDS = (
     "objective_threshold_ms",
     *(setting.field for setting in EVALUATION_SETTINGS),
 )
-STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms", "degrade")
+STAGE_FIELDS = ("name", "slug", "budget_percentile", "budget_ms", "degrade", "stream_budget")
 # What a span must be for a rule to take it: stage rules and no-stage rules alike.
 CONDITION_FIELDS = ("span_name", "name_match", "attributes", "span_kind", "service")
 RULE_FIELDS = (*CONDITION_FIELDS, "portion", "first_token_event")
@@ -183,6 +184,14 @@ def _degrade(value: Any) -> dict[str, Any]:
         raise ValidationError({"degrade": exc.messages}) from exc
 
 
+def _stream_budget(value: Any) -> dict[str, Any]:
+    """The budgets as stored, or the error under the field's name."""
+    try:
+        return stream_budget_clean(value)
+    except ValidationError as exc:
+        raise ValidationError({"stream_budget": exc.messages}) from exc
+
+
 def _stage_validate(stage: Stage) -> None:
     errors: dict[str, list[str]] = {}
     if (
@@ -209,6 +218,7 @@ def stage_create(
     budget_ms: int | None = None,
     position: int | None = None,
     degrade: dict[str, Any] | None = None,
+    stream_budget: dict[str, Any] | None = None,
 ) -> Stage:
     if position is None:
         last = pipeline.stages.aggregate(last=Max("position"))["last"]
@@ -221,6 +231,7 @@ def stage_create(
         budget_ms=budget_ms,
         position=position,
         degrade=_degrade(degrade),
+        stream_budget=_stream_budget(stream_budget),
     )
     _stage_validate(stage)
     stage.save()
@@ -234,6 +245,8 @@ def stage_update(*, stage: Stage, **fields: Any) -> Stage:
     moved = "position" in fields and fields["position"] != stage.position
     if "degrade" in fields:
         fields["degrade"] = _degrade(fields["degrade"])
+    if "stream_budget" in fields:
+        fields["stream_budget"] = _stream_budget(fields["stream_budget"])
     for field, value in fields.items():
         setattr(stage, field, value)
     _stage_validate(stage)

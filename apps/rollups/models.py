@@ -154,6 +154,12 @@ class Violation(models.Model):
         help_text="Null for the end-to-end time.",
     )
     percentile = models.CharField(max_length=3)
+    measure = models.PositiveSmallIntegerField(
+        choices=Measure.choices,
+        default=Measure.WALL,
+        db_default=Measure.WALL,
+        help_text="Wall time, or a streaming measure of a stage's stream budget.",
+    )
     budget_ms = models.PositiveIntegerField()
     window_s = models.PositiveIntegerField()
     observed_ms = models.FloatField(help_text="The percentile at the latest evaluation.")
@@ -171,9 +177,9 @@ class Violation(models.Model):
         constraints = [
             # Two partial constraints because NULL stages never collide in a unique index.
             models.UniqueConstraint(
-                fields=["pipeline", "stage", "percentile"],
+                fields=["pipeline", "stage", "measure", "percentile"],
                 condition=models.Q(closed_at__isnull=True, stage__isnull=False),
-                name="violation_one_open_per_stage",
+                name="violation_one_open_per_stage_measure",
             ),
             models.UniqueConstraint(
                 fields=["pipeline", "percentile"],
@@ -193,8 +199,14 @@ class Violation(models.Model):
 
     def __str__(self) -> str:
         scope = f"stage {self.stage_id}" if self.stage_id else "end to end"
-        return f"p{self.pipeline_id} {scope} {self.percentile} > {self.budget_ms} ms"
+        measure = "" if self.measure == Measure.WALL else f" {self.get_measure_display()}"
+        return f"p{self.pipeline_id} {scope}{measure} {self.percentile} > {self.budget_ms} ms"
 
     @property
     def is_open(self) -> bool:
         return self.closed_at is None
+
+    @property
+    def measure_words(self) -> str:
+        """ "" for the stage's own (wall) time, else "longest chunk gap" and the like."""
+        return "" if self.measure == Measure.WALL else self.get_measure_display()

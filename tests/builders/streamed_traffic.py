@@ -24,10 +24,12 @@ class Sent:
     end_s: int = 0
 
 
-def streamed_traffic(n: int, *, seed: int = 8) -> Sent:
+def streamed_traffic(n: int, *, seed: int = 8, ago_s: tuple[int, int] = (1500, 600)) -> Sent:
+    """``n`` streamed answers starting between ``ago_s`` (older, newer) seconds ago."""
     rng = np.random.default_rng(seed)
     now_s = int(timezone.now().timestamp())
-    starts = sorted(int(s) for s in rng.integers((now_s - 1500) * S, (now_s - 600) * S, n))
+    older, newer = ago_s
+    starts = sorted(int(s) for s in rng.integers((now_s - older) * S, (now_s - newer) * S, n))
     sent = Sent()
     for index, t0 in enumerate(starts):
         t0 = t0 // MS * MS
@@ -61,7 +63,13 @@ def streamed_traffic(n: int, *, seed: int = 8) -> Sent:
 
 
 def streaming_pipeline(team: Team) -> Pipeline:
-    pipeline = make_pipeline(team, "streamed", name="Streamed", match_root_span="POST /chat")
-    make_rule(make_stage(pipeline, "ttft"), span_name="chat*", portion="until_first_token")
-    make_rule(make_stage(pipeline, "generation"), span_name="chat*", portion="after_first_token")
+    """Time to first token and generation, with budgets (a minute end to end, none per
+    stage) that the traffic above never breaks: only stream budgets set on it can."""
+    pipeline = make_pipeline(
+        team, "streamed", name="Streamed", match_root_span="POST /chat", budget={"p95": 60_000}
+    )
+    ttft = make_stage(pipeline, "ttft", budget_ms=None)
+    make_rule(ttft, span_name="chat*", portion="until_first_token")
+    generation = make_stage(pipeline, "generation", budget_ms=None)
+    make_rule(generation, span_name="chat*", portion="after_first_token")
     return pipeline

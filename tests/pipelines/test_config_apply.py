@@ -594,3 +594,40 @@ def test_engine_portions_apply_export_and_apply_again_unchanged(world: TeamWorld
     exported = budgets("export", "--team", "acme")
     assert "portion: queue" in exported
     assert budgets("apply", write(tmp_path, exported, "again.yaml")).strip() == "No changes."
+
+
+def test_a_stream_budget_applies_shows_in_the_plan_and_exports_unchanged(
+    world: TeamWorld, tmp_path
+):
+    with_budget = ENGINE.replace(
+        "        name: Decode\n",
+        "        name: Decode\n"
+        "        stream_budget: {time_per_output_token: {p95: 40}, max_chunk_gap: {p99: 500}}\n",
+    )
+    budgets("apply", write(tmp_path, ENGINE))
+    out = budgets("apply", write(tmp_path, with_budget, "budgeted.yaml"))
+
+    assert (
+        "~ stage vllm-chat/decode: stream budget (none) -> time per output token p95 40 ms; "
+        "longest chunk gap p99 500 ms"
+    ) in out
+    decode = Stage.objects.get(slug="decode")
+    assert decode.stream_budget == {
+        "time_per_output_token": {"p95": 40},
+        "max_chunk_gap": {"p99": 500},
+    }
+    exported = budgets("export", "--team", "acme")
+    assert budgets("apply", write(tmp_path, exported, "again.yaml")).strip() == "No changes."
+
+
+def test_a_wrong_stream_budget_names_its_line_and_changes_nothing(world: TeamWorld, tmp_path):
+    broken = ENGINE.replace(
+        "        name: Decode\n",
+        "        name: Decode\n        stream_budget:\n          max_chunk_gap: {p99: -5}\n",
+    )
+    err = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("budgets", "apply", write(tmp_path, broken), stdout=io.StringIO(), stderr=err)
+    assert not Pipeline.objects.filter(slug="vllm-chat").exists()
+    line = broken.splitlines().index("          max_chunk_gap: {p99: -5}") + 1
+    assert f".yaml:{line}: max_chunk_gap: whole milliseconds from 1 to 3600000." in err.getvalue()

@@ -33,8 +33,10 @@ _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 def _violation_facts(violation: Violation) -> dict[str, Any]:
+    measure = {"measure": violation.measure_words} if violation.measure_words else {}
     return {
         "violation_id": violation.pk,
+        **measure,
         "percentile": violation.percentile,
         "observed_ms": round(violation.observed_ms, 3),
         "peak_ms": round(violation.peak_ms, 3),

@@ -80,6 +80,8 @@ def summary(
 ) -> str:
     """One line about the incident; ``resolution`` once it resolved, None while it fires."""
     where = f"stage {stage['slug']}" if stage else "end to end"
+    if facts.get("measure"):  # a stream budget's: "stage generation longest chunk gap"
+        where = f"{where} {facts['measure']}"
     degradation = facts.get("degradation")
     if degradation is not None:
         window_s = facts.get("window_s")

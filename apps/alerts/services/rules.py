@@ -69,6 +69,7 @@ def _percentile_budgeted(rule: AlertRule) -> None:
         return
     if rule.scope == RuleScope.STAGE and rule.stage is not None:
         budgeted = [rule.stage.budget_percentile] if rule.stage.budget_ms else []
+        budgeted += [p for _, p, _ in rule.stage.stream_budgets if p not in budgeted]
         where = f"Stage “{rule.stage.slug}”"
     else:
         budgeted = list(rule.pipeline.budget)

@@ -54,6 +54,8 @@ DEFAULT_SORT = "position"
 
 def _title(violation: Violation) -> str:
     scope = violation.stage.name if violation.stage else "end to end"
+    if violation.measure_words:
+        scope = f"{scope} {violation.measure_words}"
     state = "open" if violation.is_open else "closed"
     return (
         f"{scope} {violation.percentile} over {format_ms(violation.budget_ms)} budget "

@@ -19,6 +19,7 @@ from apps.dashboards.selectors.pipeline_page import (
     violations_during,
 )
 from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.stream_budget import MAX_CHUNK_GAP, TIME_PER_OUTPUT_TOKEN
 from apps.rollups.models import Measure, Violation
 from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.selectors.llm import stage_llm_figures, stage_model_shares
@@ -30,11 +31,13 @@ SLOWEST = 10
 SHOWN = ("p50", "p95", "p99")
 STREAM_ROWS = (
     (Measure.TIME_PER_OUTPUT_TOKEN, "Time per output token", "ms",
-     "after the first token: the generation's time over the tokens after the first"),
+     "after the first token: the generation's time over the tokens after the first",
+     TIME_PER_OUTPUT_TOKEN),
     (Measure.OUTPUT_TOKENS_PER_S, "Output tokens per second", "tokens/s",
-     "all output tokens over the time after the first token; lower is slower"),
+     "all output tokens over the time after the first token; lower is slower", None),
     (Measure.MAX_CHUNK_GAP, "Longest gap between chunks", "ms",
-     "per answer, the longest wait for the next chunk: a stalled stream"),
+     "per answer, the longest wait for the next chunk: past its budget, a stream stall",
+     MAX_CHUNK_GAP),
 )  # fmt: skip
 
 
@@ -45,6 +48,13 @@ class StreamRow:
     hint: str
     count: int
     values: dict[str, float | None]  # p50, p95, p99
+    budget: tuple[str, int] | None = None  # (percentile, ms) of the stage's stream budget
+    over: bool = False  # the budgeted percentile is above it
+    stalls: int | None = None  # answers whose longest gap passed the gap budget
+
+    @property
+    def stall_share(self) -> float | None:
+        return None if self.stalls is None or not self.count else self.stalls / self.count
 
 
 @dataclass(frozen=True)
@@ -83,10 +93,15 @@ def model_panel(
         pipeline=pipeline, stage=stage, start=range_.start, end=range_.end, available=available
     )
     streams = [
-        StreamRow(
-            label, unit, hint, figures.streams[measure].count, _values(figures.streams[measure])
+        _stream_row(
+            label,
+            unit,
+            hint,
+            figures.streams[measure],
+            stage.stream_budget.get(key) if key else None,
+            key,
         )
-        for measure, label, unit, hint in STREAM_ROWS
+        for measure, label, unit, hint, key in STREAM_ROWS
         if measure in figures.streams
     ]
     colours = [stage_colour(index) for index in range(len(figures.models))]
@@ -121,6 +136,31 @@ def model_panel(
     return ModelPanel(streams, models, shares)
 
 
+def _stream_row(
+    label: str,
+    unit: str,
+    hint: str,
+    stream: Distribution,
+    budget: dict[str, int] | None,
+    key: str | None,
+) -> StreamRow:
+    values = _values(stream)
+    if not budget:
+        return StreamRow(label, unit, hint, stream.count, values)
+    ((percentile, ms),) = budget.items()
+    observed = stream.percentile(percentile)
+    return StreamRow(
+        label,
+        unit,
+        hint,
+        stream.count,
+        values,
+        budget=(percentile, ms),
+        over=observed is not None and observed > ms,
+        stalls=stream.sketch.count_above(ms) if key == MAX_CHUNK_GAP else None,
+    )
+
+
 def _percentile(distribution: Distribution | None, name: str) -> float | None:
     return None if distribution is None else distribution.percentile(name)
 
@@ -146,7 +186,11 @@ class StagePage:
         it: while it holds, the stage's card is not green."""
         percentile = self.figures.budget_percentile
         return next(
-            (v for v in self.violations if v.closed_at is None and v.percentile == percentile),
+            (
+                v
+                for v in self.violations
+                if v.closed_at is None and v.percentile == percentile and not v.measure_words
+            ),
             None,
         )
 

@@ -1,6 +1,6 @@
 """Serializers of the pipelines API: input fields and output representations."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -15,6 +15,10 @@ from apps.pipelines.degrade_policy import (
     degrade_policy_clean,
 )
 from apps.pipelines.models import NameMatch, Pipeline, Portion, SpanKind
+from apps.pipelines.stream_budget import KEYS as STREAM_KEYS
+from apps.pipelines.stream_budget import MAX_MS as STREAM_MAX_MS
+from apps.pipelines.stream_budget import PERCENTILES as STREAM_PERCENTILES
+from apps.pipelines.stream_budget import stream_budget_clean
 from apps.pipelines.validation import EVALUATION_SETTINGS, validate_budget_mapping
 
 # Service errors name model fields; the API reports them under its own nested names.
@@ -52,18 +56,56 @@ DEGRADE_SCHEMA = {
 }
 
 
-@extend_schema_field(DEGRADE_SCHEMA)
-class DegradePolicyField(serializers.Field):
-    """Checked by ``degrade_policy_clean``, the policy's one validator."""
+class _CheckedMappingField(serializers.Field):
+    """A JSON mapping checked by its one validator (``check``), errors as its messages."""
+
+    check: Callable[[Any], dict[str, Any]]
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         try:
-            return degrade_policy_clean(data)
+            return type(self).check(data)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.messages) from exc
 
     def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
         return value
+
+
+@extend_schema_field(DEGRADE_SCHEMA)
+class DegradePolicyField(_CheckedMappingField):
+    """Checked by ``degrade_policy_clean``, the policy's one validator."""
+
+    check = staticmethod(degrade_policy_clean)
+
+
+_ONE_PERCENTILE = {
+    "type": "object",
+    "properties": {
+        p: {"type": "integer", "minimum": 1, "maximum": STREAM_MAX_MS} for p in STREAM_PERCENTILES
+    },
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+}
+STREAM_BUDGET_SCHEMA = {
+    "type": "object",
+    "description": (
+        "Budgets on the stage's streamed answers (docs/ingestion.md, \"Models and "
+        'streaming"), each at one percentile, in ms: `time_per_output_token` and '
+        "`max_chunk_gap` (an answer past it stalled). Evaluated and alerted on like the "
+        "stage's own budget. Empty: none."
+    ),
+    "properties": dict.fromkeys(STREAM_KEYS, _ONE_PERCENTILE),
+    "additionalProperties": False,
+    "example": {"time_per_output_token": {"p95": 40}, "max_chunk_gap": {"p99": 500}},
+}
+
+
+@extend_schema_field(STREAM_BUDGET_SCHEMA)
+class StreamBudgetField(_CheckedMappingField):
+    """Checked by ``stream_budget_clean``, the budgets' one validator."""
+
+    check = staticmethod(stream_budget_clean)
 
 
 def _pipeline_fields(data: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +225,7 @@ class StageOutput(serializers.Serializer):
     position = serializers.IntegerField()
     budget = StageBudgetField(allow_null=True)
     degrade = DegradePolicyField()
+    stream_budget = StreamBudgetField()
     rules = SpanRuleOutput(many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

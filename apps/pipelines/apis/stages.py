@@ -17,6 +17,7 @@ from apps.pipelines.apis.serializers import (
     DegradePolicyField,
     StageBudgetField,
     StageOutput,
+    StreamBudgetField,
     _stage_fields,
 )
 from apps.pipelines.selectors import (
@@ -53,6 +54,7 @@ class StageCreateApi(ApiView):
         name = serializers.CharField(max_length=100)
         budget = StageBudgetField(allow_null=True, default=None)
         degrade = DegradePolicyField(required=False)
+        stream_budget = StreamBudgetField(required=False)
 
         class Meta:
             ref_name = "StageInput"

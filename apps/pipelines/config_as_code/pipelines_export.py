@@ -36,6 +36,8 @@ def _stage(stage: Stage) -> dict[str, Any]:
     data: dict[str, Any] = {"slug": stage.slug, "name": stage.name}
     if stage.budget_ms is not None:
         data["budget"] = {stage.budget_percentile: stage.budget_ms}
+    if stage.stream_budget:
+        data["stream_budget"] = {key: dict(value) for key, value in stage.stream_budget.items()}
     if stage.degrade:
         data["degrade"] = dict(stage.degrade)
     rules = [_rule(rule) for rule in stage.rules.all()]

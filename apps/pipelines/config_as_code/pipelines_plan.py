@@ -33,6 +33,7 @@ from apps.pipelines.services import (
     stage_update,
     stages_reorder,
 )
+from apps.pipelines.stream_budget import stream_budget_text
 from apps.pipelines.validation import EVALUATION_SETTINGS
 from apps.teams.models import Team
 
@@ -120,6 +121,11 @@ def _stage_differences(stage: Stage, spec: StageSpec) -> list[str]:
         changes.append(
             f"degrade {degrade_policy_text(stage.degrade)} -> {degrade_policy_text(spec.degrade)}"
         )
+    if (stage.stream_budget or {}) != spec.stream_budget:
+        changes.append(
+            f"stream budget {stream_budget_text(stage.stream_budget)} -> "
+            f"{stream_budget_text(spec.stream_budget)}"
+        )
     return changes
 
 
@@ -131,6 +137,7 @@ def _stage_create(pipeline: Pipeline, spec: StageSpec) -> None:
         budget_percentile=spec.budget_percentile or "p95",
         budget_ms=spec.budget_ms,
         degrade=spec.degrade,
+        stream_budget=spec.stream_budget,
     )
     rules_sync(stage, spec.rules)
 
@@ -184,6 +191,7 @@ def _update_stage(pipeline: Pipeline, stage: Stage, spec: StageSpec) -> Plan:
                 budget_percentile=spec.budget_percentile or stage.budget_percentile,
                 budget_ms=spec.budget_ms,
                 degrade=spec.degrade,
+                stream_budget=spec.stream_budget,
             )
 
         plan.add(Step([f"~ stage {path}: {change}" for change in differences], run, spec.line))

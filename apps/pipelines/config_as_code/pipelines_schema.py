@@ -15,6 +15,9 @@ from apps.pipelines.config_as_code.reader import Reader, suggest
 from apps.pipelines.degrade_policy import KEYS as DEGRADE_KEYS
 from apps.pipelines.degrade_policy import degrade_policy_clean
 from apps.pipelines.models import NameMatch, Portion, SpanKind
+from apps.pipelines.stream_budget import KEYS as STREAM_KEYS
+from apps.pipelines.stream_budget import PERCENTILES as STREAM_PERCENTILES
+from apps.pipelines.stream_budget import stream_budget_clean
 from apps.pipelines.validation import (
     EVALUATION_SETTINGS,
     validate_attributes,
@@ -39,7 +42,7 @@ PIPELINE_KEYS = (
 PIPELINE_MATCH_KEYS = ("service", "root_span", "attributes")
 OBJECTIVE_KEYS = ("target", "threshold_ms")
 EVALUATION_KEYS = tuple(setting.key for setting in EVALUATION_SETTINGS)
-STAGE_KEYS = ("slug", "name", "budget", "degrade", "match")
+STAGE_KEYS = ("slug", "name", "budget", "stream_budget", "degrade", "match")
 RULE_KEYS = (
     "span_name",
     "span_name_regex",
@@ -97,6 +100,7 @@ class StageSpec:
     rules: list[RuleSpec]
     slug_line: int = 0
     degrade: dict[str, Any] = field(default_factory=dict)
+    stream_budget: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -334,6 +338,26 @@ def _rule(
     return RuleSpec(line=node.line, **fields)
 
 
+def _stream_budget(reader: Reader, item: Item | None) -> dict[str, Any]:
+    """A stage's ``stream_budget:``, each budget checked at its own line by the budgets'
+    one validator."""
+    if item is None:
+        return {}
+    entries = reader.mapping(item.value, what="stream budget", keys=STREAM_KEYS)
+    if entries is None:
+        return {}
+    raw: dict[str, Any] = {}
+    for key, entry in entries.items():
+        values = reader.mapping(entry.value, what=key, keys=STREAM_PERCENTILES)
+        if values is None:
+            continue
+        raw[key] = {name: reader.scalar(value) for name, value in values.items()}
+        checked = reader.validated(entry.value.line, partial(stream_budget_clean, {key: raw[key]}))
+        if checked is None:
+            raw.pop(key)
+    return stream_budget_clean(raw)
+
+
 def _stage(reader: Reader, node: Node) -> StageSpec:
     entries = reader.mapping(node, what="stage", keys=STAGE_KEYS, required=("slug", "name"))
     if entries is None:
@@ -345,6 +369,7 @@ def _stage(reader: Reader, node: Node) -> StageSpec:
             ((percentile, budget_ms),) = budget.items()
     rules = [_rule(reader, rule) for rule in _list(reader, entries.get("match"), "rules")]
     degrade = _degrade(reader, entries.get("degrade"))
+    stream_budget = _stream_budget(reader, entries.get("stream_budget"))
     return StageSpec(
         line=node.line,
         slug=_slug(reader, entries.get("slug")),
@@ -354,6 +379,7 @@ def _stage(reader: Reader, node: Node) -> StageSpec:
         rules=rules,
         slug_line=_line_of(entries.get("slug"), node),
         degrade=degrade,
+        stream_budget=stream_budget,
     )
 
 

@@ -9,14 +9,16 @@ that holds ``now``. Both kinds of evaluation in one tick period see the same win
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q
 
 from apps.analysis.models import StageSample
 from apps.core.time import FINEST_RESOLUTION, NS_PER_S, align_down, to_datetime
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
+from apps.pipelines.stream_budget import MAX_CHUNK_GAP, TIME_PER_OUTPUT_TOKEN
+from apps.rollups.models import ALL_MODELS, E2E_STAGE_ID, LlmBucket, Measure, RollupBucket
 from apps.rollups.selectors.fit import DURATION_NS, TraceSet
 from apps.rollups.selectors.windows import tile_runs
 from apps.rollups.sketches.ddsketch import Sketch
@@ -30,19 +32,21 @@ EXAMPLES = 5
 
 @dataclass(frozen=True)
 class Scope:
-    """One budget to check: the end-to-end time (``stage`` None) or a stage's wall time."""
+    """One budget to check: the end-to-end time (``stage`` None), a stage's wall time, or
+    a streaming measure of a stage's answers (its stream budget)."""
 
     stage: Stage | None
     percentile: str
     budget_ms: int
+    measure: int = Measure.WALL
 
     @property
     def stage_id(self) -> int:
         return self.stage.pk if self.stage is not None else E2E_STAGE_ID
 
     @property
-    def key(self) -> tuple[int | None, str]:
-        return (self.stage.pk if self.stage is not None else None, self.percentile)
+    def key(self) -> tuple[int | None, int, str]:
+        return (self.stage.pk if self.stage is not None else None, self.measure, self.percentile)
 
 
 @dataclass(frozen=True)
@@ -71,20 +75,25 @@ def evaluation_window(*, now: datetime, window_s: int) -> EvaluationWindow:
     return EvaluationWindow(start=end - timedelta(seconds=window_s), end=end)
 
 
+STREAM_BUDGET_MEASURES = {
+    TIME_PER_OUTPUT_TOKEN: Measure.TIME_PER_OUTPUT_TOKEN,
+    MAX_CHUNK_GAP: Measure.MAX_CHUNK_GAP,
+}
+
+
 def pipeline_scopes(pipeline: Pipeline, stages: Iterable[Stage]) -> list[Scope]:
     scopes = [Scope(None, percentile, ms) for percentile, ms in pipeline.budget.items()]
-    scopes += [
-        Scope(stage, stage.budget_percentile, stage.budget_ms)
-        for stage in stages
-        if stage.budget_ms is not None
-    ]
+    for stage in stages:
+        if stage.budget_ms is not None:
+            scopes.append(Scope(stage, stage.budget_percentile, stage.budget_ms))
+        scopes += [
+            Scope(stage, percentile, ms, STREAM_BUDGET_MEASURES[key])
+            for key, percentile, ms in stage.stream_budgets
+        ]
     return scopes
 
 
-def window_sketches(
-    *, pipeline_id: int, stage_ids: Iterable[int], window: EvaluationWindow
-) -> dict[int, Sketch]:
-    """Wall-time sketches by stage id (E2E_STAGE_ID for end to end), merged over the window."""
+def _window_tiles(window: EvaluationWindow) -> Q:
     # Whole minutes inside the window come from minute buckets (written in the same
     # rollup pass as their 10 s children): a third of the sketches to decode.
     tiles = Q()
@@ -98,19 +107,51 @@ def window_sketches(
             bucket_start__gte=to_datetime(low),
             bucket_start__lt=to_datetime(high),
         )
-    rows = RollupBucket.objects.filter(
-        tiles, pipeline_id=pipeline_id, stage_id__in=list(stage_ids), measure=Measure.WALL
-    ).values_list("stage_id", "sketch")
-    # Decoded and merged per stage in one batch: ~210 sketches for a pipeline of 20
+    return tiles
+
+
+def _merged_by(rows: Iterable[tuple[Any, Blob]]) -> dict[Any, Sketch]:
+    # Decoded and merged per key in one batch: ~210 sketches for a pipeline of 20
     # stages, which one by one were most of an evaluation's time.
     blobs: list[Blob] = []
     groups: list[int] = []
-    found: dict[int, int] = {}
-    for stage_id, blob in rows:
+    found: dict[Any, int] = {}
+    for key, blob in rows:
         blobs.append(blob)
-        groups.append(found.setdefault(stage_id, len(found)))
+        groups.append(found.setdefault(key, len(found)))
     merged = merged_groups(blobs=blobs, groups=groups, group_count=len(found))
     return dict(zip(found, merged, strict=True))
+
+
+def stream_sketches(
+    *, pipeline_id: int, stage_ids: Iterable[int], window: EvaluationWindow
+) -> dict[tuple[int, int], Sketch]:
+    """Streaming sketches of every model together by (stage id, measure), merged over the
+    window."""
+    stage_ids = list(stage_ids)
+    if not stage_ids:
+        return {}
+    rows = LlmBucket.objects.filter(
+        _window_tiles(window),
+        pipeline_id=pipeline_id,
+        stage_id__in=stage_ids,
+        model_id=ALL_MODELS,
+        measure__in=list(STREAM_BUDGET_MEASURES.values()),
+    ).values_list("stage_id", "measure", "sketch")
+    return _merged_by(((stage_id, measure), blob) for stage_id, measure, blob in rows)
+
+
+def window_sketches(
+    *, pipeline_id: int, stage_ids: Iterable[int], window: EvaluationWindow
+) -> dict[int, Sketch]:
+    """Wall-time sketches by stage id (E2E_STAGE_ID for end to end), merged over the window."""
+    rows = RollupBucket.objects.filter(
+        _window_tiles(window),
+        pipeline_id=pipeline_id,
+        stage_id__in=list(stage_ids),
+        measure=Measure.WALL,
+    ).values_list("stage_id", "sketch")
+    return _merged_by(rows)
 
 
 def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: EvaluationWindow) -> list[str]:
@@ -124,16 +165,24 @@ def slowest_trace_ids(*, pipeline: Pipeline, scope: Scope, window: EvaluationWin
             .values_list("trace_id", flat=True)[:EXAMPLES]
         )
         return [bytes(trace_id).hex() for trace_id in ids]
-    trace_pks = list(
-        StageSample.objects.filter(
-            pipeline_id=pipeline.pk,
-            stage_id=scope.stage.pk,
-            start_ns__gte=window.start_ns,
-            start_ns__lt=window.end_ns,
-        )
-        .order_by("-wall_ns", "trace_pk")
-        .values_list("trace_pk", flat=True)[:EXAMPLES]
+    samples = StageSample.objects.filter(
+        pipeline_id=pipeline.pk,
+        stage_id=scope.stage.pk,
+        start_ns__gte=window.start_ns,
+        start_ns__lt=window.end_ns,
     )
+    # The worst answers of a stream budget's measure, else the stage's slowest.
+    if scope.measure == Measure.MAX_CHUNK_GAP:
+        samples = samples.filter(max_gap_ns__isnull=False).order_by("-max_gap_ns", "trace_pk")
+    elif scope.measure == Measure.TIME_PER_OUTPUT_TOKEN:
+        samples = (
+            samples.filter(output_tokens__gt=1, generation_ns__isnull=False)
+            .annotate(per_token=F("generation_ns") / (F("output_tokens") - 1))
+            .order_by("-per_token", "trace_pk")
+        )
+    else:
+        samples = samples.order_by("-wall_ns", "trace_pk")
+    trace_pks = list(samples.values_list("trace_pk", flat=True)[:EXAMPLES])
     hex_ids = {
         pk: bytes(trace_id).hex()
         for pk, trace_id in Trace.objects.filter(pk__in=trace_pks).values_list("pk", "trace_id")

@@ -35,7 +35,7 @@ from apps.core.models import QuarantineKind
 from apps.core.percentiles import QUANTILES
 from apps.core.quarantine import quarantine_record
 from apps.pipelines.models import Pipeline, Stage
-from apps.rollups.models import BudgetEvaluation, Violation
+from apps.rollups.models import BudgetEvaluation, Measure, Violation
 from apps.rollups.selectors.budget_window import (
     EvaluationWindow,
     Scope,
@@ -43,6 +43,7 @@ from apps.rollups.selectors.budget_window import (
     evaluation_window,
     pipeline_scopes,
     slowest_trace_ids,
+    stream_sketches,
     window_sketches,
 )
 from apps.rollups.signals import violations_changed
@@ -114,6 +115,7 @@ def _evaluate_scope(
                     pipeline=pipeline,
                     stage=scope.stage,
                     percentile=scope.percentile,
+                    measure=scope.measure,
                     budget_ms=scope.budget_ms,
                     window_s=pipeline.evaluation_window_s,
                     observed_ms=observed,
@@ -161,11 +163,15 @@ def _evaluate(
     """Evaluate and write; the caller holds the pipeline's BudgetEvaluation row."""
     scopes = pipeline_scopes(pipeline, stages)
     window = evaluation_window(now=now, window_s=pipeline.evaluation_window_s)
-    sketches = window_sketches(
-        pipeline_id=pipeline.pk, stage_ids={s.stage_id for s in scopes}, window=window
+    walls = {s.stage_id for s in scopes if s.measure == Measure.WALL}
+    sketches = window_sketches(pipeline_id=pipeline.pk, stage_ids=walls, window=window)
+    streams = stream_sketches(
+        pipeline_id=pipeline.pk,
+        stage_ids={s.stage_id for s in scopes if s.measure != Measure.WALL},
+        window=window,
     )
     open_violations = {
-        (v.stage_id, v.percentile): v
+        (v.stage_id, v.measure, v.percentile): v
         for v in Violation.objects.filter(pipeline=pipeline, closed_at__isnull=True)
     }
     changes = _Changes()
@@ -173,7 +179,11 @@ def _evaluate(
         _evaluate_scope(
             pipeline=pipeline,
             scope=scope,
-            sketch=sketches.get(scope.stage_id),
+            sketch=(
+                sketches.get(scope.stage_id)
+                if scope.measure == Measure.WALL
+                else streams.get((scope.stage_id, scope.measure))
+            ),
             violation=open_violations.pop(scope.key, None),
             window=window,
             now=now,

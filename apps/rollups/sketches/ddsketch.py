@@ -230,6 +230,14 @@ class Sketch:
     def quantile(self, q: float, *, rule: Rule = "nearest") -> float | None:
         return self.quantiles([q], rule=rule)[0]
 
+    def count_above(self, ms: float) -> int:
+        """How many values lie above ``ms``: exact but for the values within 1 % of it,
+        which count by their bucket's value (as a quantile reads them)."""
+        if not self._keys.size:
+            return 0
+        values = np.array([value(int(key)) for key in self._keys.tolist()])
+        return int(self._counts[values > ms].sum())
+
     def histogram(self, bins: int = 48) -> list[tuple[float, float, int]]:
         """Counts in ``bins`` equal steps of log(value) from the smallest bucket to the
         largest, as (low ms, high ms, count); zeros first as (0, smallest, count).
