@@ -8,14 +8,16 @@ HTTP keep-alive. Figures:
 
 - accept: spans/s one web process accepts from one connection sending back to back,
   and per-request latency, for protobuf and OTLP JSON (no worker running, so the
-  request path is measured alone);
+  request path is measured alone), and the same protobuf bodies over OTLP/gRPC to one
+  ``serve_otlp_grpc`` process with as many threads as the web process;
 - end to end: spans/s carried from HTTP to finalized stage samples while sending
   ``BENCH_DURATION`` seconds (default 120) of protobuf at ``BENCH_RATE`` spans/s
   (default 30,000, the goal) and of OTLP JSON at ``BENCH_RATE_JSON`` (default
   15,000): sustained (spans reaching their stage samples per second while the load
   runs, after a warm-up) and over the whole run including the wait for the last
   traces to go idle; the backlog over time (bounded when the worker keeps up), and
-  how long after going idle each trace was finalized.
+  how long after going idle each trace was finalized. The protobuf load runs twice, over
+  HTTP and over gRPC; in the gRPC column the ``web`` CPU is the gRPC server process's.
 
 Every body carries current times, as real exporters' batches do, so stage samples
 spread over the rollup buckets as the run goes on.
@@ -197,6 +199,40 @@ class Sender:
         return response.status, (time.perf_counter() - start) * 1000
 
 
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+class GrpcSender:
+    """The same protobuf bodies as ``Sender``, as ExportTraceServiceRequest messages (the
+    HTTP body is that message's encoding) on one channel; statuses read as HTTP's."""
+
+    def __init__(self, port: int, token: str) -> None:
+        import grpc
+
+        self.grpc = grpc
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.export = self.channel.unary_unary(EXPORT_METHOD)  # bytes in, bytes out
+        self.metadata = (("authorization", f"Bearer {token}"),)
+
+    def send(self, body: bytes) -> tuple[int, float]:
+        start = time.perf_counter()
+        try:
+            self.export(body, metadata=self.metadata, timeout=30)
+            status = 200
+        except self.grpc.RpcError as error:
+            code = error.code()
+            refused = (self.grpc.StatusCode.RESOURCE_EXHAUSTED, self.grpc.StatusCode.UNAVAILABLE)
+            status = 503 if code in refused else 500
+        return status, (time.perf_counter() - start) * 1000
+
+
+def _wait_grpc(port: int, timeout: float = 30) -> None:
+    import grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+
+
 class OpenLoad:
     """Requests at a fixed span rate over several keep-alive connections (one per thread).
 
@@ -204,16 +240,14 @@ class OpenLoad:
     database; refused requests (503 with a deep backlog) are counted and not retried.
     """
 
-    def __init__(
-        self, port: int, token: str, content_type: str, bodies: FreshBodies, rate: float
-    ) -> None:
-        self.port, self.token, self.content_type = port, token, content_type
+    def __init__(self, connect: Any, bodies: FreshBodies, rate: float) -> None:
+        self.connect = connect  # a new sender (one connection) per thread
         self.bodies, self.rate = bodies, rate
         self.lock = threading.Lock()
         self.issued = self.sent = self.refused = 0
 
     def run(self, start: float) -> None:
-        sender = Sender(self.port, self.token, self.content_type)
+        sender = self.connect()
         while (elapsed := time.monotonic() - start) < DURATION_S:
             with self.lock:
                 due = self.issued <= self.rate * elapsed
@@ -264,8 +298,7 @@ def _setup() -> tuple[str, int]:
     return raw, pipeline.pk
 
 
-def _accept_phase(port: int, token: str, name: str, bodies: list[bytes], ctype: str) -> dict:
-    sender = Sender(port, token, ctype)
+def _accept_phase(sender: Any, bodies: list[bytes]) -> dict:
     for body in bodies[:10]:
         sender.send(body)  # warm up
     latencies = []
@@ -292,8 +325,7 @@ def _backlog() -> int:
 
 
 def _end_to_end(
-    port: int,
-    token: str,
+    connect: Any,
     logs: Path,
     rng: random.Random,
     *,
@@ -307,7 +339,6 @@ def _end_to_end(
     tables = ", ".join(model._meta.db_table for model in (Span, Trace, RawBatch, StageSample))
     with connection.cursor() as cursor:  # each phase starts empty
         cursor.execute(f"TRUNCATE {tables}")
-    content_type = "application/json" if json else "application/x-protobuf"
     encode = to_otlp_json if json else to_protobuf
     worker_env = _env({})
     worker = [
@@ -320,7 +351,7 @@ def _end_to_end(
         meter = CpuMeter(web=web_pid, worker=worker_proc.pid)
         cpu_from = None
         # Open loop at ``rate`` spans/s: the backlog shows whether the worker keeps up.
-        load = OpenLoad(port, token, content_type, FreshBodies(rng, encode), rate)
+        load = OpenLoad(connect, FreshBodies(rng, encode), rate)
         start = time.monotonic()
         steady_from = timezone.now() + timedelta(seconds=WARMUP_S)
         threads = [threading.Thread(target=load.run, args=(start,)) for _ in range(CONNECTIONS)]
@@ -436,31 +467,52 @@ def run() -> None:
             "--worker-class", "gthread", "--threads", str(CONNECTIONS),
             "--bind", f"127.0.0.1:{port}", "--keep-alive", "30",
         ]  # fmt: skip
-        with _process(web, logs / "web.log", _env({"DEBUG": "false"})) as web_proc:
+        protobuf, json = "application/x-protobuf", "application/json"
+        grpc_port = free_port()
+        grpc_server = [sys.executable, "manage.py", "serve_otlp_grpc"]
+        grpc_env = _env(
+            {"DEBUG": "false", "OTLP_GRPC_PORT": str(grpc_port),
+             "OTLP_GRPC_THREADS": str(CONNECTIONS)}
+        )  # fmt: skip
+        with (
+            _process(web, logs / "web.log", _env({"DEBUG": "false"})) as web_proc,
+            _process(grpc_server, logs / "grpc.log", grpc_env) as grpc_proc,
+        ):
             _wait_http(port)
+            _wait_grpc(grpc_port)
             accept = {
                 "protobuf": _accept_phase(
-                    port, token, "protobuf",
-                    _batches(ACCEPT_REQUESTS + 10, to_protobuf, rng), "application/x-protobuf",
+                    Sender(port, token, protobuf), _batches(ACCEPT_REQUESTS + 10, to_protobuf, rng)
                 ),
                 "OTLP JSON": _accept_phase(
-                    port, token, "json",
-                    _batches(ACCEPT_REQUESTS + 10, to_otlp_json, rng), "application/json",
+                    Sender(port, token, json), _batches(ACCEPT_REQUESTS + 10, to_otlp_json, rng)
                 ),
-            }  # fmt: skip
+                "gRPC protobuf": _accept_phase(
+                    GrpcSender(grpc_port, token), _batches(ACCEPT_REQUESTS + 10, to_protobuf, rng)
+                ),
+            }
             RawBatch.objects.all().delete()
             print_rows(
-                "Accept: one web process (gunicorn, 4 threads), 512-span batches, one client",
+                "Accept: one web process (gunicorn, 4 threads) or one gRPC process (4 threads), "
+                "512-span batches, one client",
                 accept,
                 ["requests", "spans_per_s", "p50_ms", "p95_ms", "max_ms", "body_kb"],
             )
             e2e = {
-                "protobuf": _end_to_end(port, token, logs, rng, web_pid=web_proc.pid, rate=RATE),
-                "OTLP JSON": _end_to_end(
-                    port, token, logs, rng, web_pid=web_proc.pid, json=True, rate=RATE_JSON
+                "protobuf": _end_to_end(
+                    lambda: Sender(port, token, protobuf), logs, rng, web_pid=web_proc.pid,
+                    rate=RATE,
                 ),
-            }
-        print("\nEnd to end: HTTP -> finalized stage samples (1 web process, 1 worker)")
+                "OTLP JSON": _end_to_end(
+                    lambda: Sender(port, token, json), logs, rng, web_pid=web_proc.pid,
+                    json=True, rate=RATE_JSON,
+                ),
+                "gRPC protobuf": _end_to_end(
+                    lambda: GrpcSender(grpc_port, token), logs, rng, web_pid=grpc_proc.pid,
+                    rate=RATE,
+                ),
+            }  # fmt: skip
+        print("\nEnd to end: request -> finalized stage samples (1 web or gRPC process, 1 worker)")
         print("".ljust(28) + "".join(name.rjust(16) for name in e2e))
         for key in e2e["protobuf"]:
             if key != "last_finalized":
@@ -476,7 +528,11 @@ def run() -> None:
                 "duration_s": DURATION_S,
                 "idle_s": IDLE_S,
                 "worker_concurrency": WORKER_CONCURRENCY,
-                "offered_spans_per_s": {"protobuf": RATE, "OTLP JSON": RATE_JSON},
+                "offered_spans_per_s": {
+                    "protobuf": RATE,
+                    "OTLP JSON": RATE_JSON,
+                    "gRPC protobuf": RATE,
+                },
                 "profile": profile,
             },
         )

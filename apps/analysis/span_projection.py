@@ -9,8 +9,9 @@ database, and it keeps analysis exact:
   a string only when it is one of the texts the rules compare it with (strings compare
   exactly, see ``attribute_text``), a number or a boolean always (short as stored);
   lists and maps never match and stay behind;
-- ``gen_ai.response.time_to_first_chunk`` as it is (a number, or a string that may be
-  one);
+- ``gen_ai.response.time_to_first_chunk`` and a serving engine's timings
+  (``apps.analysis.engine_timing``) as they are (a number, or a string that may be one):
+  they place the first token and cut an LLM span into its engine's parts;
 - events only when they are named as a first token, by name and time;
 - for a reader that shows what a span is (the unmatched spans of a pipeline), the
   values of a few ``shown`` keys too: numbers and booleans, and strings up to
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 from django.db import models
 
+from apps.analysis.engine_timing import ENGINE_KEYS
 from apps.analysis.stage_matching import (
     DEFAULT_FIRST_TOKEN_EVENT,
     TIME_TO_FIRST_CHUNK,
@@ -68,7 +70,8 @@ _ATTRIBUTES_SQL = f"""COALESCE((
     FROM jsonb_each(s.attributes) AS a
     JOIN jsonb_each(%(wanted)s::jsonb) AS w(key, texts) ON w.key = a.key
     WHERE CASE jsonb_typeof(a.value)
-        WHEN 'string' THEN w.texts ? (a.value #>> '{{}}') OR a.key = %(seconds_key)s
+        WHEN 'string' THEN w.texts ? (a.value #>> '{{}}')
+            OR a.key = ANY(%(seconds_keys)s::text[])
             OR (a.key = ANY(%(shown)s::text[])
                 AND length(a.value #>> '{{}}') <= {SHOWN_VALUE_CHARS})
         WHEN 'number' THEN length(a.value::text) <= {NUMBER_CHARS}
@@ -106,16 +109,18 @@ class SpanProjection:
     @property
     def params(self) -> dict[str, object]:
         wanted = {key: sorted(texts) for key, texts in self.compared.items()}
-        wanted.setdefault(TIME_TO_FIRST_CHUNK, [])
-        for key in self.shown:
+        for key in (*SECONDS_KEYS, *self.shown):
             wanted.setdefault(key, [])
         return {
             "wanted": json.dumps(wanted),
-            "seconds_key": TIME_TO_FIRST_CHUNK,
+            "seconds_keys": list(SECONDS_KEYS),
             "shown": sorted(self.shown),
             "event_names": sorted(self.event_names),
         }
 
+
+# Times in seconds that matching reads as numbers, whatever other keys the rules compare.
+SECONDS_KEYS = (TIME_TO_FIRST_CHUNK, *ENGINE_KEYS)
 
 PROJECTED_FIELDS = (
     "span_id", "parent_span_id", "name", "service", "kind", "start_ns", "end_ns",

@@ -5,6 +5,7 @@ takes whole traces until its byte budget."""
 from typing import Any
 
 from apps.analysis.attribution import attribute_trace
+from apps.analysis.engine_timing import ENGINE_KEYS
 from apps.analysis.pipeline_routing import compile_pipeline
 from apps.analysis.span_projection import SPAN_OBJECT_BYTES, span_projection
 from apps.analysis.stage_matching import StageMatcher
@@ -32,6 +33,16 @@ CHILDREN: list[tuple[dict[str, Any], list[tuple[str, int]]]] = [
     ({**CHAT, TTFC: "0.003"}, []),  # a number written as a string counts too
     ({"gen_ai.operation.name": ["chat"]}, [("token", 5)]),  # none: a list never matches
     ({**CHAT, TTFC: "0." + "0" * 70 + "1"}, []),  # split at its start: a long text, a number
+    # An engine's span: queue and prefill (one as a string) cut it before its first token.
+    (
+        {
+            "gen_ai.latency.time_in_queue": 0.002,
+            "gen_ai.latency.time_in_model_prefill": "0.003",
+            "gen_ai.latency.time_to_first_token": 0.006,
+            "blob": BLOB,
+        },
+        [],
+    ),
 ]
 
 
@@ -39,6 +50,8 @@ def matcher_of(world: TeamWorld) -> StageMatcher:
     pipeline = make_pipeline(world.team, "projected", match_root_span="POST /chat")
     make_rule(make_stage(pipeline, "status"), attributes={"http.status_code": 200})
     make_rule(make_stage(pipeline, "cached"), attributes={"cache.hit": True})
+    make_rule(make_stage(pipeline, "queue"), span_name="call 10", portion="queue")
+    make_rule(make_stage(pipeline, "engine"), span_name="call 10")
     for slug, portion in (("until", "until_first_token"), ("after", "after_first_token")):
         make_rule(make_stage(pipeline, slug), attributes=CHAT, portion=portion,
                   first_token_event="token")  # fmt: skip
@@ -75,8 +88,11 @@ def test_projected_spans_match_split_and_attribute_as_whole_spans_do(world: Team
     assert [(m.before_stage, m.after_stage) for m in stages] == [
         ("status", "status"), ("status", "status"), (None, None), ("cached", "cached"),
         ("cached", "cached"), ("until", "after"), ("until", "after"), ("until", "after"),
-        (None, None), ("until", "after"),
+        (None, None), ("until", "after"), ("engine", "engine"),
     ]  # fmt: skip
+    engine = stages[-1].engine
+    assert engine is not None
+    assert engine.queue_stage == "queue"
 
 
 def test_a_projected_span_holds_only_the_compared_keys_and_first_token_events(
@@ -87,11 +103,11 @@ def test_a_projected_span_holds_only_the_compared_keys_and_first_token_events(
 
     read = spans_read([trace], projection=span_projection(matcher.rules), max_bytes=2**30)
 
-    compared = {"http.status_code", "cache.hit", "gen_ai.operation.name", TTFC}
+    compared = {"http.status_code", "cache.hit", "gen_ai.operation.name", TTFC, *ENGINE_KEYS}
     for read_span in read.spans:
         assert set(read_span.span.attributes) <= compared
         assert {name for name, _ in read_span.span.events} <= {"token", "first_token"}
-    # Eleven skeletons and a few short values: nothing of the two 16,000-character blobs.
+    # Twelve skeletons and a few short values: nothing of the three 16,000-character blobs.
     texts = read.bytes_read - len(read.spans) * SPAN_OBJECT_BYTES
     assert 0 < texts < 1000
 
