@@ -18,7 +18,7 @@ type) counts as absent, so one odd span cannot stop a trace's analysis.
 """
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apps.analysis.spans import Span
 from apps.analysis.stage_matching import SpanMatch, first_token_ns
@@ -43,6 +43,7 @@ class StreamFigures:
     output_tokens: int | None
     generation_ns: int
     max_gap_ns: int | None
+    first_token_ns: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -93,7 +94,7 @@ def span_stream(span: Span, match: SpanMatch) -> StreamFigures | None:
     if chunks:
         times = sorted({token, *(min(max(time, token), stop) for time in chunks)})
         max_gap = max((b - a for a, b in itertools.pairwise(times)), default=0)
-    return StreamFigures(tokens, stop - token, max_gap)
+    return StreamFigures(tokens, stop - token, max_gap, token)
 
 
 def stage_llm(by_id: dict[str, Span], matches: dict[str, SpanMatch]) -> dict[str, StageLlm]:
@@ -118,12 +119,13 @@ def stage_llm(by_id: dict[str, Span], matches: dict[str, SpanMatch]) -> dict[str
         stream = span_stream(span, match)
         if model is None and stream is None:
             continue
+        streamed_in = None if stream is None else match.stage_at(stream.first_token_ns)
         for stage in stages:
             figures = found.get(stage)
             if figures is None:
                 figures = found[stage] = StageLlm()
             if model is not None and at > figures._model_at:
                 figures.model, figures._model_at = model, at
-            if stream is not None and at > figures._stream_at:
+            if stage == streamed_in and at > figures._stream_at:
                 figures.stream, figures._stream_at = stream, at
     return found
