@@ -1,6 +1,6 @@
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Case, Count, F, Prefetch, Q, QuerySet, When
 
 from apps.pipelines.models import ENGINE_PORTIONS, NoStageRule, Pipeline, SpanRule, Stage
 from apps.teams.models import Team
@@ -79,6 +79,27 @@ class Allocation:
         return max(0, self.allocated_ms - self.e2e_ms) if self.e2e_ms is not None else 0
 
 
+def stages_marking_engine_parts(*, pipeline: Pipeline) -> list[tuple[Stage, bool]]:
+    """The pipeline's stages in order, each with ``Stage.engine_part`` (whether it lies
+    within an LLM call's stages) read in the same statement."""
+    stages = (
+        Stage.objects.filter(pipeline=pipeline)
+        .order_by("position", "id")
+        .annotate(
+            rule_count=Count("rules"),
+            engine_rule_count=Count("rules", filter=Q(rules__portion__in=ENGINE_PORTIONS)),
+        )
+        .annotate(
+            is_engine_part=Case(
+                When(rule_count__gt=0, rule_count=F("engine_rule_count"), then=True),
+                default=False,
+                output_field=BooleanField(),
+            )
+        )
+    )
+    return [(stage, stage.is_engine_part) for stage in stages]
+
+
 def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
     """Stage budgets laid against the end-to-end budget, for the allocation bar.
 
@@ -87,16 +108,9 @@ def pipeline_allocation(*, pipeline: Pipeline) -> Allocation:
     """
     headline = pipeline.headline_budget
     percentile, e2e = headline if headline else (None, None)
-    # One statement: whether every rule of a stage takes an engine's part (Stage.engine_part).
-    every = list(
-        Stage.objects.filter(pipeline=pipeline)
-        .order_by("position", "id")
-        .annotate(
-            rule_count=Count("rules"),
-            engine_rule_count=Count("rules", filter=Q(rules__portion__in=ENGINE_PORTIONS)),
-        )
-    )
-    within = {s.pk for s in every if s.rule_count and s.rule_count == s.engine_rule_count}
+    marked = stages_marking_engine_parts(pipeline=pipeline)
+    every = [stage for stage, _ in marked]
+    within = {stage.pk for stage, part in marked if part}
     stages = [stage for stage in every if stage.pk not in within]
     segments = [
         AllocationSegment(

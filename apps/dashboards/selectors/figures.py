@@ -205,8 +205,11 @@ def critical_path_parts(figures: PipelineFigures) -> list[tuple[str, str, float,
     return parts
 
 
-def budget_parts(figures: PipelineFigures) -> list[tuple[str, str, float, str, str]]:
-    """Where the budget went: each stage's budget in ms, then what no stage was given."""
+def budget_parts(
+    figures: PipelineFigures, *, within: set[int] | frozenset[int] = frozenset()
+) -> list[tuple[str, str, float, str, str]]:
+    """Where the budget went: each stage's budget in ms, then what no stage was given;
+    stages ``within`` another's time (an engine's parts of an LLM call) are left out."""
     parts = [
         (
             stage.stage.slug,
@@ -216,7 +219,7 @@ def budget_parts(figures: PipelineFigures) -> list[tuple[str, str, float, str, s
             f"{stage.stage.name}: {format_ms(stage.budget_ms)} at {stage.budget_percentile}",
         )
         for stage in figures.stages
-        if stage.budget_ms
+        if stage.budget_ms and stage.stage.pk not in within
     ]
     headline = figures.pipeline.headline_budget
     allocated = sum(value for _, _, value, _, _ in parts)

@@ -192,12 +192,15 @@ def pipeline_page(
     violations.sort(key=lambda v: (v.opened_at, v.pk), reverse=True)
     sort = sort if sort in SORTS else DEFAULT_SORT
     rows = sorted(figures.stages, key=SORTS[sort], reverse=descending)
+    allocation = pipeline_allocation(pipeline=pipeline)
     return PipelinePage(
         figures=figures,
         chart=chart,
         critical_bar=stacked_bar(critical_path_parts(figures)),
-        budget_bar=stacked_bar(budget_parts(figures)),
-        allocation=pipeline_allocation(pipeline=pipeline),
+        budget_bar=stacked_bar(
+            budget_parts(figures, within={stage.pk for stage in allocation.within})
+        ),
+        allocation=allocation,
         rows=rows,
         sort=sort,
         descending=descending,

@@ -40,6 +40,7 @@ from apps.core.percentiles import PERCENTILES
 from apps.core.time import NS_PER_MS, datetime_to_ns
 from apps.ingest.models import Trace
 from apps.pipelines.models import Pipeline, Stage
+from apps.pipelines.selectors import stages_marking_engine_parts
 from apps.rollups.selectors.fit_plans import FitPlan, fit_plans
 from apps.rollups.selectors.fit_suggestions import suggest_budgets
 
@@ -217,13 +218,19 @@ def _stage_counts(traces: TraceSet, over_any: Q | None) -> dict[int, dict[str, A
     return {row["stage_id"]: dict(row) for row in rows}
 
 
+def _stages(pipeline: Pipeline) -> list[Stage]:
+    """The stages that share the end-to-end time: the parts of an LLM call that an engine's
+    timings give (``Stage.engine_part``) lie within its stages and are left out."""
+    return [stage for stage, part in stages_marking_engine_parts(pipeline=pipeline) if not part]
+
+
 def pipeline_fit_recent(*, pipeline: Pipeline, now: datetime | None = None) -> PipelineFit:
     """The fit check over the last 7 days, as computed within the last ``CACHE_S``.
 
     The cached answer belongs to the budgets it was computed for: a changed budget (an
     applied suggestion) is a new key, so the page never shows a fit of old budgets.
     """
-    stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
+    stages = _stages(pipeline)
     budgets = [pipeline.headline_budget] + [
         (s.pk, s.slug, s.name, s.budget_ms, s.budget_percentile) for s in stages
     ]
@@ -243,7 +250,7 @@ def pipeline_fit(
     start = now - PERIOD
     traces = TraceSet(pipeline, datetime_to_ns(start), datetime_to_ns(now))
     if stages is None:
-        stages = list(Stage.objects.filter(pipeline=pipeline).order_by("position", "pk"))
+        stages = _stages(pipeline)
     headline = pipeline.headline_budget
     over_any = _over_budget(stages)
 
