@@ -1,6 +1,8 @@
 """Stages of an engine's parts of an LLM call lie within the call's stages: the allocation
 bar, the dashboard's budget bar and the fit check do not count them again."""
 
+import re
+
 import pytest
 from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
@@ -11,7 +13,7 @@ from apps.pipelines.selectors import pipeline_allocation, stages_marking_engine_
 from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.selectors.fit import pipeline_fit
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
-from tests.conftest import TeamWorld
+from tests.conftest import TeamWorld, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -61,3 +63,13 @@ def test_allocation_budget_bar_and_fit_leave_them_out(pipeline: Pipeline) -> Non
     assert [fit.stage.slug for fit in pipeline_fit(pipeline=pipeline).stages] == [
         "ttft", "no-rules",
     ]  # fmt: skip
+
+
+def test_the_dashboards_stage_table_shows_them_within_the_llm_call(
+    world: TeamWorld, pipeline: Pipeline
+) -> None:
+    html = client_for(world.viewer).get("/teams/acme/dashboards/vllm-chat/").content.decode()
+    rows = dict(re.findall(r'<tr data-stage="([a-z-]+)"(.*?)</tr>', html, re.S))
+    assert "part of the LLM call" in rows["queue"]
+    assert "part of the LLM call" in rows["prefill"]
+    assert "part of the LLM call" not in rows["ttft"]

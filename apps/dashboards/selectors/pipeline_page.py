@@ -131,6 +131,8 @@ class PipelinePage:
     budget_bar: list[Segment]
     # The stage budgets against the end-to-end budget, as the stage editor's bar has them.
     allocation: Allocation
+    # Stage ids of an engine's parts of an LLM call (``Stage.engine_part``): shown within.
+    within: frozenset[int]
     rows: list[StageFigures]
     sort: str
     descending: bool
@@ -201,6 +203,7 @@ def pipeline_page(
             budget_parts(figures, within={stage.pk for stage in allocation.within})
         ),
         allocation=allocation,
+        within=frozenset(stage.pk for stage in allocation.within),
         rows=rows,
         sort=sort,
         descending=descending,
