@@ -26,17 +26,23 @@ class TeamWorld:
     other_team: Team
 
 
-@pytest.fixture
-def world(db: None) -> TeamWorld:
-    owner = make_user("olivia")
-    editor = make_user("eddie")
-    viewer = make_user("vera")
-    outsider = make_user("oscar")
-    team = make_team("acme", owner=owner)
+def team_world(suffix: str = "") -> TeamWorld:
+    """The users and teams of ``world``; ``suffix`` on every name keeps a second world
+    apart from each test's own (one built once for a module's tests, say)."""
+    owner = make_user(f"olivia{suffix}")
+    editor = make_user(f"eddie{suffix}")
+    viewer = make_user(f"vera{suffix}")
+    outsider = make_user(f"oscar{suffix}")
+    team = make_team(f"acme{suffix}", owner=owner)
     add_member(team, editor, Role.EDITOR)
     add_member(team, viewer, Role.VIEWER)
-    other_team = make_team("globex", owner=outsider)
+    other_team = make_team(f"globex{suffix}", owner=outsider)
     return TeamWorld(team, owner, editor, viewer, outsider, other_team)
+
+
+@pytest.fixture
+def world(db: None) -> TeamWorld:
+    return team_world()
 
 
 @pytest.fixture

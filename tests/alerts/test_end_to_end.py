@@ -27,13 +27,18 @@ from tests.builders.configuration import make_pipeline, make_rule, make_stage, v
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import ingest_token
 from tests.processes import celery_worker, wait_for
-from tests.timing import MS
+from tests.timing import MS, S
+
+# The slow requests are sent as having ended this long ago: inside the 60 s window, so
+# they fire the rule at once (within seconds), and out of it 20 to 30 s after they are
+# sent rather than 50 to 60 s, which is when the recovery comes.
+SLOW_AGO_S = 30
 
 
-def requests(provider: TracerProvider, count: int, retrieval_ms: int) -> None:
+def requests(provider: TracerProvider, count: int, retrieval_ms: int, ago_s: int = 0) -> None:
     tracer = provider.get_tracer("chat-api")
     for _ in range(count):
-        t0 = time.time_ns() - (retrieval_ms + 50) * MS
+        t0 = time.time_ns() - ago_s * S - (retrieval_ms + 50) * MS
         root = tracer.start_span("POST /chat", kind=SpanKind.SERVER, start_time=t0)
         search = tracer.start_span(
             "vector.search", context=set_span_in_context(root), start_time=t0 + 10 * MS
@@ -75,8 +80,12 @@ def test_a_stage_over_budget_fires_once_by_webhook_and_email_and_resolves_once(
         # A verified member's address receives at once, without a confirmation e-mail.
         mailbox = email_channel(world.team, email_to=[verify_email(world.owner).email])
         rule(pipeline, [hook, mailbox], scope="any_stage")
+        # The slow requests stay in the window for SLOW_AGO_S less than a whole one: the
+        # worker's start-up is not to use up that time.
+        started = wait_for(lambda: " ready." in log.read_text(), timeout=90, interval=0.2)
+        assert started, log.read_text()[-4000:]
         requests(provider, 10, retrieval_ms=100)
-        requests(provider, 20, retrieval_ms=600)
+        requests(provider, 20, retrieval_ms=600, ago_s=SLOW_AGO_S)
         assert provider.force_flush(timeout_millis=10_000)
         fired = wait_for(lambda: len(script.requests) >= 1, timeout=90, interval=0.5)
         assert fired, f"no webhook; the worker's log:\n{log.read_text()[-4000:]}"

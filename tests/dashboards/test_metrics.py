@@ -2,8 +2,10 @@
 parsers and checked against exact computation, the refusals, one team's series only,
 the cache and the allowances."""
 
+import copy
 import gzip
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -13,6 +15,7 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
+from pytest_django import DjangoDbBlocker
 
 from apps.teams.services import (
     api_token_create,
@@ -21,7 +24,7 @@ from apps.teams.services import (
     metrics_token_revoke,
 )
 from tests.builders.configuration import make_pipeline, make_stage
-from tests.conftest import TeamWorld
+from tests.conftest import team_world
 from tests.dashboards.metrics_world import (
     OBJECTIVE_MS,
     QUANTILES,
@@ -29,6 +32,7 @@ from tests.dashboards.metrics_world import (
     build_metrics_world,
     sketch_seconds,
 )
+from tests.shared_rows import SharedRows
 from tests.timing import MS
 
 if TYPE_CHECKING:
@@ -46,9 +50,35 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 pytestmark = pytest.mark.usefixtures("clean_cache", "allowance_clock")
 
 
+# The world's traffic sits in bands that stay inside or outside each window for a minute
+# after it was written (tests/dashboards/metrics_world.py): written once for the module,
+# it is written again if the module has run for this long (on a very busy machine).
+FRESH_S = 30
+
+
+@pytest.fixture(scope="module")
+def _metrics_rows(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker
+) -> Iterator[SharedRows[MetricsWorld]]:
+    # ``world``'s own names: no test here makes a world of its own.
+    rows = SharedRows(
+        django_db_blocker,
+        lambda: build_metrics_world(team_world()),
+        stale=lambda built: time.time() - built.now > FRESH_S,
+    )
+    yield rows
+    rows.close()
+
+
 @pytest.fixture
-def mw(world: TeamWorld) -> MetricsWorld:
-    return build_metrics_world(world)
+def _metrics_world(_metrics_rows: SharedRows[MetricsWorld]) -> MetricsWorld:
+    return _metrics_rows.get()  # before ``db`` opens the test's savepoint
+
+
+@pytest.fixture
+def mw(_metrics_world: MetricsWorld, db: None) -> MetricsWorld:
+    # What a test changes (a token revoked, a pipeline or stage added) is undone after it.
+    return copy.deepcopy(_metrics_world)
 
 
 def scrape(token: str | None, **headers: str) -> HttpResponse:

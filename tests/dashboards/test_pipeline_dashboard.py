@@ -1,22 +1,29 @@
 """The pipeline dashboard: the API's figures for the same window, tenancy, bounded queries."""
 
+import copy
 import re
+from collections.abc import Iterator
 from html import unescape
 from typing import Any
 
 import numpy as np
 import pytest
 from django.test import Client
+from pytest_django import DjangoDbBlocker
 
 from apps.core.figures import format_ms, format_percent
 from apps.rollups.models import Violation
-from tests.builders.api import ApiWorld, session_client
+from tests.builders.api import ApiWorld, api_world, session_client
 from tests.builders.bucket_rows import store_rollups
 from tests.builders.ingested_traces import retrieval_generation_traces
-from tests.conftest import client_for
+from tests.conftest import client_for, team_world
+from tests.shared_rows import shared_rows
 
 FROM, TO = "2025-01-15T09:58:50", "2025-01-15T11:01:20"
-URL = "/teams/acme/dashboards/rag-chat/"
+# The module's world (``traffic``) is one of its own: its names end in "-dash".
+SUFFIX = "-dash"
+TEAM = f"acme{SUFFIX}"
+URL = f"/teams/{TEAM}/dashboards/rag-chat/"
 QUERY = {"window": "custom", "from": FROM, "to": TO, "percentile": "p95"}
 MEMBERS = ["owner", "editor", "viewer"]
 
@@ -27,8 +34,8 @@ def _epoch(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
 
 
-@pytest.fixture
-def traffic(api: ApiWorld) -> ApiWorld:
+def _traffic() -> ApiWorld:
+    api = api_world(team_world(SUFFIX))
     rng = np.random.default_rng(7)
     starts = sorted(int(s) for s in rng.integers(_epoch(FROM) - 600, _epoch(TO) + 600, 500))
     traces = retrieval_generation_traces(
@@ -36,6 +43,19 @@ def traffic(api: ApiWorld) -> ApiWorld:
     )
     store_rollups(api.pipeline, traces)
     return api
+
+
+@pytest.fixture(scope="module")
+def _traffic_rows(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[ApiWorld]:
+    # Written once for the module's tests; what one adds (a violation) is undone after it.
+    yield from shared_rows(django_db_blocker, _traffic)
+
+
+@pytest.fixture
+def traffic(db: None, clean_cache: None, _traffic_rows: ApiWorld) -> ApiWorld:
+    # The ids are the same in every test: nothing one test left in the cache may answer
+    # the next.
+    return copy.deepcopy(_traffic_rows)
 
 
 def cell(html: str, stage: str, role: str) -> str:
@@ -52,7 +72,7 @@ def test_the_stage_table_shows_the_apis_figures_for_the_same_window(traffic: Api
         session_client(owner)
         .get(
             "/api/v1/pipelines/rag-chat/percentiles",
-            {"team": "acme", "from": FROM + "Z", "to": TO + "Z"},
+            {"team": TEAM, "from": FROM + "Z", "to": TO + "Z"},
         )
         .json()
     )
@@ -89,8 +109,8 @@ def test_every_member_sees_the_dashboard_and_its_fragment(traffic: ApiWorld, rol
 
 @pytest.mark.parametrize(
     "url",
-    [URL, URL + "fit/", URL + "stages/retrieval/", "/teams/acme/dashboards/",
-     "/teams/acme/violations/"],
+    [URL, URL + "fit/", URL + "stages/retrieval/", f"/teams/{TEAM}/dashboards/",
+     f"/teams/{TEAM}/violations/"],
 )  # fmt: skip
 def test_an_outsider_gets_404_on_every_page_and_fragment(traffic: ApiWorld, url: str) -> None:
     client = client_for(traffic.world.outsider)

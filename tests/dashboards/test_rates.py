@@ -24,7 +24,7 @@ from apps.rollups.selectors.data_span import (
     pipelines_data_from,
 )
 from tests.builders.configuration import make_pipeline
-from tests.builders.evaluation_rollups import T0, put_requests
+from tests.builders.evaluation_rollups import T0, put_requests, put_requests_at
 from tests.conftest import TeamWorld, client_for
 
 NOW = T0 + timedelta(days=40, seconds=5)  # the windows end at T0 + 40 days
@@ -34,8 +34,8 @@ HOME = "/teams/acme/dashboards/"
 
 def traffic(pipeline: Pipeline, *, end: int, seconds: int, per_10s: int) -> None:
     """``per_10s`` traces in every 10 s bucket of the ``seconds`` before ``end``."""
-    for start in range(end - seconds, end, 10):
-        put_requests(pipeline, to_datetime(start), total=per_10s, good=per_10s)
+    moments = [to_datetime(start) for start in range(end - seconds, end, 10)]
+    put_requests_at(pipeline, moments, total=per_10s, good=per_10s)
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
 """The percentiles API: values from merged sketches, budgets, shares, access, parameters."""
 
+import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
+from pytest_django import DjangoDbBlocker
 from rest_framework.test import APIClient
 
 from apps.pipelines.models import Stage
@@ -13,9 +16,11 @@ from apps.rollups.models import Measure, RollupBucket
 from apps.rollups.selectors import pipeline_percentiles
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.services import ingest_token_create
-from tests.builders.api import ApiWorld, error_of, session_client, token_client
+from tests.builders.api import ApiWorld, api_world, error_of, session_client, token_client
 from tests.builders.bucket_rows import HandTrace, nearest_rank, store_rollups
 from tests.builders.configuration import make_stage
+from tests.conftest import team_world
+from tests.shared_rows import shared_rows
 from tests.timing import MS
 
 URL = "/api/v1/pipelines/rag-chat/percentiles"
@@ -62,8 +67,9 @@ def hand_traces(api: ApiWorld, *, starts: list[int], seed: int = 4) -> list[Hand
     return traces
 
 
-@pytest.fixture
-def traffic(api: ApiWorld) -> Traffic:
+def _traffic() -> Traffic:
+    """A world of its own (its names end in "-pct"), with traffic around the window."""
+    api = api_world(team_world("-pct"))
     rerank = make_stage(api.pipeline, "rerank", name="Rerank", budget_ms=80)
     rng = np.random.default_rng(11)
     starts = sorted(int(s) for s in rng.integers(epoch(FROM) - 600, epoch(TO) + 600, 600))
@@ -75,6 +81,20 @@ def traffic(api: ApiWorld) -> Traffic:
         trace.stages = {}
     store_rollups(api.other_pipeline, other)
     return Traffic(api, rerank, traces, other)
+
+
+@pytest.fixture(scope="module")
+def _traffic_rows(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[Traffic]:
+    # Written once for the module's tests; what one changes (a budget, a corrupt sketch)
+    # is undone after it.
+    yield from shared_rows(django_db_blocker, _traffic)
+
+
+@pytest.fixture
+def traffic(db: None, clean_cache: None, _traffic_rows: Traffic) -> Traffic:
+    # The ids are the same in every test: nothing one test left in the cache (the
+    # accounts' request counts) may weigh on the next.
+    return copy.deepcopy(_traffic_rows)
 
 
 def get(client: APIClient, query: dict[str, Any] | None = None, url: str = URL) -> dict[str, Any]:
@@ -249,7 +269,7 @@ def test_a_browser_session_reads_too(traffic: Traffic) -> None:
 
 def test_outsider_gets_404_for_another_teams_pipeline(traffic: Traffic) -> None:
     client = token_client(traffic.api.world.outsider)
-    response = client.get(URL, {"team": "acme", "from": FROM, "to": TO})
+    response = client.get(URL, {"team": traffic.api.world.team.slug, "from": FROM, "to": TO})
     assert response.status_code == 404
     assert error_of(response)["code"] == "not_found"
 

@@ -1,8 +1,10 @@
 """The series API: points per step from merged buckets, never more than asked for."""
 
+import copy
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -10,15 +12,18 @@ import yaml
 from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoDbBlocker
 from rest_framework.test import APIClient
 
 from apps.rollups.models import E2E_STAGE_ID, Measure, RollupBucket
 from apps.rollups.selectors.series import pipeline_series, point_count, series_step
 from apps.rollups.sketches.ddsketch import Sketch
 from apps.teams.services import ingest_token_create
-from tests.builders.api import ApiWorld, error_of, session_client, token_client
+from tests.builders.api import ApiWorld, api_world, error_of, session_client, token_client
 from tests.builders.bucket_rows import HandTrace, store_rollups
+from tests.conftest import team_world
 from tests.rollups.test_api_percentiles import epoch, hand_traces
+from tests.shared_rows import shared_rows
 from tests.timing import DAY_S as DAY
 from tests.timing import HOUR_S as HOUR
 from tests.timing import MS
@@ -29,8 +34,15 @@ START = epoch("2025-01-15T06:00:00Z")
 END = START + 6 * HOUR
 
 
-@pytest.fixture
-def traces(api: ApiWorld) -> list[HandTrace]:
+class SixHours(NamedTuple):
+    """A world of its own (its names end in "-series") with six hours of traffic."""
+
+    api: ApiWorld
+    traces: list[HandTrace]
+
+
+def _six_hours() -> SixHours:
+    api = api_world(team_world("-series"))
     rng = np.random.default_rng(3)
     # Half an hour without traffic, from 08:00, for points without data.
     starts = sorted(
@@ -40,7 +52,23 @@ def traces(api: ApiWorld) -> list[HandTrace]:
     )
     made = hand_traces(api, starts=starts)
     store_rollups(api.pipeline, made)
-    return made
+    return SixHours(api, made)
+
+
+@pytest.fixture(scope="module")
+def _six_hours_rows(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker
+) -> Iterator[SixHours]:
+    # Written once for the module: the tests read them (the one that corrupts a bucket
+    # does it in its own savepoint, undone after it).
+    yield from shared_rows(django_db_blocker, _six_hours)
+
+
+@pytest.fixture
+def six_hours(db: None, clean_cache: None, _six_hours_rows: SixHours) -> SixHours:
+    # The ids are the same in every test: nothing one test left in the cache (the
+    # accounts' request counts) may weigh on the next.
+    return copy.deepcopy(_six_hours_rows)
 
 
 def get(client: APIClient, **query: Any) -> dict[str, Any]:
@@ -54,9 +82,8 @@ def p95_of(values_ns: list[int]) -> float:
     return round(sketch.quantile(0.95) or 0, 1)
 
 
-def test_each_point_is_the_percentile_of_its_steps_samples(
-    api: ApiWorld, traces: list[HandTrace]
-) -> None:
+def test_each_point_is_the_percentile_of_its_steps_samples(six_hours: SixHours) -> None:
+    api, traces = six_hours
     body = get(
         token_client(api.world.viewer),
         **{"from": "2025-01-15T06:00:00Z", "to": "2025-01-15T12:00:00Z", "step": "15m"},
@@ -72,7 +99,8 @@ def test_each_point_is_the_percentile_of_its_steps_samples(
     assert body["points"][8] == {"t": "2025-01-15T08:00:00Z", "value": None, "count": 0}
 
 
-def test_a_stages_critical_path_series(api: ApiWorld, traces: list[HandTrace]) -> None:
+def test_a_stages_critical_path_series(six_hours: SixHours) -> None:
+    api, traces = six_hours
     body = get(
         token_client(api.world.owner),
         **{"from": "2025-01-15T06:00:00Z", "to": "2025-01-15T12:00:00Z"},
@@ -86,9 +114,8 @@ def test_a_stages_critical_path_series(api: ApiWorld, traces: list[HandTrace]) -
     assert body["points"][0]["value"] == p95_of(first)
 
 
-def test_a_corrupt_stored_sketch_raises_the_decoders_error(
-    api: ApiWorld, traces: list[HandTrace]
-) -> None:
+def test_a_corrupt_stored_sketch_raises_the_decoders_error(six_hours: SixHours) -> None:
+    api = six_hours.api
     bucket = RollupBucket.objects.filter(
         pipeline_id=api.pipeline.pk, stage_id=E2E_STAGE_ID, resolution=60
     ).earliest("bucket_start")
@@ -119,8 +146,9 @@ def test_a_corrupt_stored_sketch_raises_the_decoders_error(
     ],
 )
 def test_never_more_points_than_asked_for(
-    api: ApiWorld, traces: list[HandTrace], query: dict[str, str], max_points: int
+    six_hours: SixHours, query: dict[str, str], max_points: int
 ) -> None:
+    api, traces = six_hours
     body = get(
         token_client(api.world.owner),
         **{"from": "2025-01-15T06:00:00Z", "to": "2025-01-15T12:00:00Z", **query},
@@ -179,7 +207,8 @@ def test_the_chosen_step_fits_the_points_and_the_resolution(
 # --- Access and parameters -----------------------------------------------------------------
 
 
-def test_members_and_sessions_read_series(api: ApiWorld, traces: list[HandTrace]) -> None:
+def test_members_and_sessions_read_series(six_hours: SixHours) -> None:
+    api, traces = six_hours
     window = {"from": "2025-01-15T06:00:00Z", "to": "2025-01-15T12:00:00Z"}
     for client in (token_client(api.world.editor), session_client(api.world.viewer)):
         assert sum(p["count"] for p in get(client, **window)["points"]) == len(traces)
@@ -200,9 +229,8 @@ def test_an_ingest_token_gets_401(api: ApiWorld) -> None:
     assert "Ingest tokens" in error_of(response)["message"]
 
 
-def test_outsider_reads_their_own_pipeline_of_the_same_slug(
-    api: ApiWorld, traces: list[HandTrace]
-) -> None:
+def test_outsider_reads_their_own_pipeline_of_the_same_slug(six_hours: SixHours) -> None:
+    api = six_hours.api
     body = get(token_client(api.world.outsider), window="1h", stage="retrieval")
     assert all(point["count"] == 0 for point in body["points"])
 
