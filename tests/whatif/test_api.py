@@ -266,8 +266,10 @@ def test_the_levers_name_what_would_move_the_p95(chat: Chat, eager: None) -> Non
     assert response.status_code == 200, response.content
     body = response.json()
     sensitivity = {row["stage"]: row for row in body["sensitivity"]}
-    # Generation sits on every request's critical path; 100 ms off each saves 100 ms.
-    assert sensitivity["generation"]["saving_100ms_ms"] == pytest.approx(100, abs=0.5)
+    # Generation sits on every request's critical path. Its time is the engine's answer
+    # and, after it, the call's own last few ms back over the network (a span each): 100 ms
+    # off each span of the stage (docs/whatif.md) saves 100 ms and that tail, at most 8 ms.
+    assert 100 - 0.5 <= sensitivity["generation"]["saving_100ms_ms"] <= 108 + 0.5
     assert sensitivity["generation"]["saving_10pct_ms"] > sensitivity["auth"]["saving_10pct_ms"]
     kinds = {(lever["kind"], lever["stage"]) for lever in body["levers"]}
     assert ("concurrent", "history") in kinds or ("concurrent", "auth") in kinds
