@@ -93,8 +93,9 @@ def test_a_team_at_the_caps_answers_within_the_statement_timeout(world: TeamWorl
     rows = busy_team(world.team, settings.ACCOUNT_MAX_PIPELINES)
     busy_team(world.other_team, 1)
     # Every stage busy in every bucket the two windows read: how many buckets that is
-    # depends on the time of day (a window aligned on the hour takes coarser tiles).
-    assert RollupBucket.objects.filter(team_id=world.team.pk).count() == rows > 40_000
+    # depends on the time of day (a window aligned on the hour takes coarser tiles), from
+    # 7 tiles (30,800 rows) to 30.
+    assert RollupBucket.objects.filter(team_id=world.team.pk).count() == rows >= 30_800
     _, token = metrics_token_create(team=world.team, name="p", created_by=world.owner)
     _, small = metrics_token_create(team=world.other_team, name="p", created_by=world.outsider)
 

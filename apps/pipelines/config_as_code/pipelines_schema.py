@@ -1,7 +1,7 @@
 """The ``pipelines:`` section: from nodes to the desired pipelines, stages and rules."""
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -196,25 +196,49 @@ def _budget(reader: Reader, item: Item, *, single: bool) -> dict[str, int]:
     return budget
 
 
-def _degrade(reader: Reader, item: Item | None) -> dict[str, Any]:
-    """A stage's ``degrade:`` policy, each key checked at its own line by the policy's
-    one validator."""
+# What a reader of _checked_per_key returns for a value already reported as unreadable.
+_UNREADABLE = object()
+
+
+def _checked_per_key(
+    reader: Reader,
+    item: Item | None,
+    what: str,
+    keys: Iterable[str],
+    read: Callable[[Item], Any],
+    clean: Callable[[dict[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """A mapping whose keys one validator (``clean``) checks: each key's value is read by
+    ``read`` and checked alone, so a wrong one is named at its own line and left out."""
     if item is None:
         return {}
-    entries = reader.mapping(item.value, what="degrade policy", keys=DEGRADE_KEYS)
+    entries = reader.mapping(item.value, what=what, keys=keys)
     if entries is None:
         return {}
     raw: dict[str, Any] = {}
     for key, entry in entries.items():
-        if key == "levers":
-            levers = reader.sequence(entry, what="levers")
-            raw[key] = [reader.scalar(Item("levers", lever.line, lever)) for lever in levers]
-        else:
-            raw[key] = reader.scalar(entry)
-        checked = reader.validated(entry.value.line, partial(degrade_policy_clean, {key: raw[key]}))
-        if checked is None:
+        value = read(entry)
+        if value is _UNREADABLE:
+            continue
+        raw[key] = value
+        if reader.validated(entry.value.line, partial(clean, {key: value})) is None:
             raw.pop(key)
-    return degrade_policy_clean(raw)
+    return clean(raw)
+
+
+def _degrade(reader: Reader, item: Item | None) -> dict[str, Any]:
+    """A stage's ``degrade:`` policy, each key checked at its own line by the policy's
+    one validator."""
+
+    def read(entry: Item) -> Any:
+        if entry.key == "levers":
+            levers = reader.sequence(entry, what="levers")
+            return [reader.scalar(Item("levers", lever.line, lever)) for lever in levers]
+        return reader.scalar(entry)
+
+    return _checked_per_key(
+        reader, item, "degrade policy", DEGRADE_KEYS, read, degrade_policy_clean
+    )
 
 
 def _number(value: Any) -> bool:
@@ -341,21 +365,14 @@ def _rule(
 def _stream_budget(reader: Reader, item: Item | None) -> dict[str, Any]:
     """A stage's ``stream_budget:``, each budget checked at its own line by the budgets'
     one validator."""
-    if item is None:
-        return {}
-    entries = reader.mapping(item.value, what="stream budget", keys=STREAM_KEYS)
-    if entries is None:
-        return {}
-    raw: dict[str, Any] = {}
-    for key, entry in entries.items():
-        values = reader.mapping(entry.value, what=key, keys=STREAM_PERCENTILES)
+
+    def read(entry: Item) -> Any:
+        values = reader.mapping(entry.value, what=entry.key, keys=STREAM_PERCENTILES)
         if values is None:
-            continue
-        raw[key] = {name: reader.scalar(value) for name, value in values.items()}
-        checked = reader.validated(entry.value.line, partial(stream_budget_clean, {key: raw[key]}))
-        if checked is None:
-            raw.pop(key)
-    return stream_budget_clean(raw)
+            return _UNREADABLE
+        return {name: reader.scalar(value) for name, value in values.items()}
+
+    return _checked_per_key(reader, item, "stream budget", STREAM_KEYS, read, stream_budget_clean)
 
 
 def _stage(reader: Reader, node: Node) -> StageSpec:

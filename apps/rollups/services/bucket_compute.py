@@ -20,6 +20,7 @@ it, so that one broken trace cannot stop its bucket from being written.
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.db.models import IntegerField, Q
@@ -216,29 +217,35 @@ def rows_from_children(
     return _rows(pipeline, resolution, parts)
 
 
+def _bucket_fields(
+    pipeline: PipelineInfo, resolution: int, start: int, members: list[Part]
+) -> dict[str, Any]:
+    """The columns RollupBucket and LlmBucket share: where the bucket is, and the totals
+    and merged sketch of its members."""
+    sketch = members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+    return {
+        "team_id": pipeline.team_id,
+        "pipeline_id": pipeline.id,
+        "resolution": resolution,
+        "bucket_start": to_datetime(start),
+        "count": sum(m.count for m in members),
+        "error_count": sum(m.errors for m in members),
+        "sum_ns": sum(m.sum_ns for m in members),
+        "max_ns": max(m.max_ns for m in members),
+        "sketch": sketch.to_bytes(),
+    }
+
+
 def _rows(pipeline: PipelineInfo, resolution: int, parts: Parts) -> list[RollupBucket]:
-    rows = []
-    for (start, stage_id, measure), members in sorted(parts.items()):
-        sketch = (
-            members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+    return [
+        RollupBucket(
+            stage_id=stage_id,
+            measure=measure,
+            good_count=sum(m.good for m in members),
+            **_bucket_fields(pipeline, resolution, start, members),
         )
-        rows.append(
-            RollupBucket(
-                team_id=pipeline.team_id,
-                pipeline_id=pipeline.id,
-                stage_id=stage_id,
-                measure=measure,
-                resolution=resolution,
-                bucket_start=to_datetime(start),
-                count=sum(m.count for m in members),
-                error_count=sum(m.errors for m in members),
-                good_count=sum(m.good for m in members),
-                sum_ns=sum(m.sum_ns for m in members),
-                max_ns=max(m.max_ns for m in members),
-                sketch=sketch.to_bytes(),
-            )
-        )
-    return rows
+        for (start, stage_id, measure), members in sorted(parts.items())
+    ]
 
 
 # What LLM calls say, rolled up apart (LlmBucket): (bucket start, stage id, model id, measure)
@@ -352,25 +359,12 @@ def llm_rows_from_children(
 
 
 def _llm_rows(pipeline: PipelineInfo, resolution: int, parts: LlmParts) -> list[LlmBucket]:
-    rows = []
-    for (start, stage_id, model_id, measure), members in sorted(parts.items()):
-        sketch = (
-            members[0].sketch if len(members) == 1 else Sketch.merged(m.sketch for m in members)
+    return [
+        LlmBucket(
+            stage_id=stage_id,
+            model_id=model_id,
+            measure=measure,
+            **_bucket_fields(pipeline, resolution, start, members),
         )
-        rows.append(
-            LlmBucket(
-                team_id=pipeline.team_id,
-                pipeline_id=pipeline.id,
-                stage_id=stage_id,
-                model_id=model_id,
-                measure=measure,
-                resolution=resolution,
-                bucket_start=to_datetime(start),
-                count=sum(m.count for m in members),
-                error_count=sum(m.errors for m in members),
-                sum_ns=sum(m.sum_ns for m in members),
-                max_ns=max(m.max_ns for m in members),
-                sketch=sketch.to_bytes(),
-            )
-        )
-    return rows
+        for (start, stage_id, model_id, measure), members in sorted(parts.items())
+    ]
