@@ -11,13 +11,15 @@ HOST ?= 127.0.0.1
 SITE_URL ?= http://$(HOST):$(PORT)
 STAMP := $(VENV)/.installed
 
-.PHONY: help install db db-stop setup run test check lint typecheck imports migrations-check tables-check format bench clean
+.PHONY: help install db db-stop setup run test check lint typecheck imports migrations-check tables-check format bench clean test-cluster
 
 help:
 	@echo "make run    set up and start web, worker, scheduler and demo traffic on $(SITE_URL) (PORT=, HOST= change it)"
 	@echo "make test   set up and run the whole suite (lint, types, import layers, migrations, tests)"
 	@echo "make bench  run the benchmarks under bench/"
 	@echo "make db-stop  stop the embedded PostgreSQL server that test and db leave running"
+	@echo "make test-cluster  the ClickHouse span store's tests and the span suites on a local cluster"
+	@echo "make cluster-start  start the local ClickHouse cluster under var/clickhouse (cluster-stop stops it)"
 
 # The client library (clients/python) is a package of its own; the demo traffic and the
 # tests use it, installed from this checkout.
@@ -39,6 +41,17 @@ endif
 
 db-stop:
 	if [ -x $(PY) ]; then $(PY) -m apps.core.embedded_postgres stop; fi
+
+# The local ClickHouse cluster for the ClickHouse span store, under var/clickhouse/: two
+# shards of two replicas and a ZooKeeper, from Debian's packages, on 127.0.0.1 ports from
+# 19000 (apps/core/local_clickhouse lists them). Started once and reused, like `make db`;
+# `make cluster-stop` (or `make clean`) stops it.
+.PHONY: cluster-start cluster-stop
+cluster-start: install
+	$(PY) -m apps.core.local_clickhouse start
+
+cluster-stop:
+	if [ -x $(PY) ]; then $(PY) -m apps.core.local_clickhouse stop; fi
 
 # Everything `make run` needs before the processes start; safe to repeat.
 setup: install db
@@ -105,6 +118,19 @@ test: db check
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests for this selection"; rc=0; fi; \
 	exit $$rc
 
+# The ClickHouse span store on a local cluster (2 shards x 2 replicas and a ZooKeeper, from
+# Debian's clickhouse-server and zookeeper; see docs/scaling.md): its own tests, then the
+# suites that store and read spans run again with spans on the cluster. The cluster is
+# stopped afterwards, whatever the outcome.
+CLUSTER_SUITES ?= tests/ingest tests/analysis tests/whatif tests/dashboards/test_trace_detail*.py \
+	tests/dashboards/test_api_traces*.py tests/dashboards/test_rule_tester*.py
+test-cluster: db cluster-start
+	url=$$($(PY) -m apps.core.local_clickhouse url); \
+	SPAN_STORE_TEST_URL=$$url $(BIN)/pytest -p no:cacheprovider tests/span_store $(PYTEST_ARGS) && \
+	SPAN_STORE_TEST_URL=$$url $(BIN)/pytest -p no:cacheprovider --span-store=clickhouse \
+		$(CLUSTER_SUITES) $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m apps.core.local_clickhouse stop; exit $$rc
+
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
@@ -112,5 +138,6 @@ format: install
 bench: install db
 	$(PY) -m bench
 
+clean: cluster-stop
 clean: db-stop
 	rm -rf $(VENV) var/ .pytest_cache .mypy_cache .ruff_cache

@@ -503,6 +503,10 @@ PASS_STATEMENT_TIMEOUT_S = _at_least(
     1, "PASS_STATEMENT_TIMEOUT_S", env.float("PASS_STATEMENT_TIMEOUT_S", default=60.0)
 )
 SPAN_RETENTION_DAYS = _int("SPAN_RETENTION_DAYS", default=7, least=1)
+# Where spans are kept (docs/scaling.md): empty for PostgreSQL's day partitions in
+# DATABASE_URL, or ``clickhouse://user:password@host:9000/database?cluster=name`` for a
+# ClickHouse cluster, PostgreSQL staying the control plane.
+SPAN_STORE_URL = env.str("SPAN_STORE_URL", default="")
 SAMPLE_RETENTION_DAYS = _int("SAMPLE_RETENTION_DAYS", default=30, least=1)
 
 # --- Reading stored spans: what one page, API call or rule test may load -------------

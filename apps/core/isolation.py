@@ -40,9 +40,14 @@ class ItemTimeout(Exception):
         super().__init__(f"ran past its time budget of {seconds:g} s")
 
 
+class ServiceAway(Exception):
+    """A service a pass writes to or reads from (a store, a replica, its coordinator) is
+    away: the failure belongs to the pass, which is redone later, not to its items."""
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for failures that belong to the pass, not to the item being processed."""
-    if isinstance(exc, SoftTimeLimitExceeded | InterfaceError):
+    if isinstance(exc, SoftTimeLimitExceeded | InterfaceError | ServiceAway):
         return True
     if isinstance(exc, OperationalError):
         return not isinstance(exc.__cause__, psycopg.errors.QueryCanceled)

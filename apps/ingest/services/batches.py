@@ -23,7 +23,7 @@ from apps.ingest.decoding.otlp_protobuf import decode_otlp_protobuf
 from apps.ingest.decoding.records import DecodeResult
 from apps.ingest.models import Encoding, RawBatch
 from apps.ingest.services.span_rows import span_rows
-from apps.ingest.services.span_writer import WriteResult, span_rows_store
+from apps.ingest.span_store import WriteResult, span_store
 from apps.teams.accounts import account_key_for
 from apps.teams.models import IngestToken, Team
 
@@ -172,7 +172,7 @@ class RawBatchDrain(IsolatedPass[RawBatch, Ready, tuple[Sequence[Ready], WriteRe
         return item, span_rows(item.team_id, _decode(item).spans)
 
     def write(self, group: Sequence[Ready]) -> tuple[Sequence[Ready], WriteResult]:
-        written = span_rows_store([payload for _, payload in group])
+        written = span_store().spans_write([(batch.pk, payload) for batch, payload in group])
         RawBatch.objects.filter(pk__in=[batch.pk for batch, _ in group]).delete()
         return group, written
 

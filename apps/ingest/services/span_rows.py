@@ -135,3 +135,45 @@ def span_row(team_id: int, record: SpanRecord) -> bytes:
 def span_rows(team_id: int, records: Iterable[SpanRecord]) -> bytes:
     """The records as concatenated binary COPY tuples (no header or trailer)."""
     return b"".join([span_row(team_id, record) for record in records])
+
+
+# A span read back from its row, as a store other than PostgreSQL takes it: team id,
+# trace id, span id, start, end, kind, status, parent span id (None for a root), then as
+# UTF-8 its name, service, status message, scope name, and attributes and events as JSON.
+DecodedRow = tuple[
+    int, bytes, bytes, int, int, int, int, bytes | None, bytes, bytes, bytes, bytes, bytes, bytes
+]
+_TEXTS_AFTER_PARENT = 6
+
+
+def span_rows_decode(payload: bytes) -> list[DecodedRow]:
+    """The spans of concatenated rows (``span_rows``), back as tuples."""
+    rows: list[DecodedRow] = []
+    view = memoryview(payload)
+    head_size = _HEAD.size
+    unpack_head = _HEAD.unpack_from
+    unpack_length = _LENGTH.unpack_from
+    offset, end = 0, len(payload)
+    while offset < end:
+        head = unpack_head(view, offset)
+        offset += head_size
+        (length,) = unpack_length(view, offset)
+        offset += 4
+        parent = None
+        if length >= 0:
+            parent = bytes(view[offset : offset + length])
+            offset += length
+        texts = []
+        for index in range(_TEXTS_AFTER_PARENT):
+            (length,) = unpack_length(view, offset)
+            offset += 4
+            # jsonb values lead with their version byte
+            skip = 1 if index >= 4 else 0
+            texts.append(bytes(view[offset + skip : offset + length]))
+            offset += length
+        name, service, message, scope, attributes, events = texts
+        rows.append(
+            (head[2], head[4], head[6], head[8], head[10], head[12], head[14], parent,
+             name, service, message, scope, attributes, events)
+        )  # fmt: skip
+    return rows

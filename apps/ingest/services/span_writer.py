@@ -10,7 +10,6 @@ its limits of spans or bytes takes what fits, and counts the rest it refused: th
 path that sorts spans, taken by full traces alone.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +23,7 @@ from apps.ingest.services.span_rows import (
     COPY_TRAILER,
     STAGING_COLUMNS,
 )
+from apps.ingest.span_store.base import WriteResult
 from apps.ingest.trace_fill import TraceFill, trace_fill_remember
 
 SPAN_COLUMNS = (
@@ -189,12 +189,6 @@ _INSERT_SPANS = f"""
     RETURNING p.new_spans, t.team_id, t.trace_id, t.id, t.span_count, t.byte_count,
         t.root_span_id IS NOT NULL
 """
-
-
-@dataclass
-class WriteResult:
-    spans_new: int = 0
-    traces_touched: int = 0
 
 
 def span_rows_store(payloads: list[bytes]) -> WriteResult:

@@ -1,4 +1,5 @@
-"""Retention: partitions of the registered tables, and trace rows for SAMPLE_RETENTION_DAYS."""
+"""Retention: the span store's days, partitions of the registered tables, and trace rows
+for SAMPLE_RETENTION_DAYS."""
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -6,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from apps.core.partitions import partitions_maintain
+from apps.core.partitions import DAYS_AHEAD, partitions_maintain
 from apps.ingest.models import Trace
+from apps.ingest.span_store import span_store
 
 
 @dataclass
@@ -20,8 +22,12 @@ class StorageResult:
 def storage_maintain() -> StorageResult:
     """Create the coming days' partitions, drop expired ones and delete expired traces."""
     now = timezone.now()
-    created, dropped = partitions_maintain(now.date())
-    result = StorageResult(created=created, dropped=dropped)
+    today = now.date()
+    store = span_store()
+    created = store.days_prepare(today - timedelta(days=1), today + timedelta(days=DAYS_AHEAD))
+    dropped = store.days_drop(today - timedelta(days=settings.SPAN_RETENTION_DAYS))
+    tables_created, tables_dropped = partitions_maintain(today)
+    result = StorageResult(created=created + tables_created, dropped=dropped + tables_dropped)
     trace_cutoff = now - timedelta(days=settings.SAMPLE_RETENTION_DAYS)
     result.deleted_rows += Trace.objects.filter(last_span_at__lt=trace_cutoff).delete()[0]
     return result

@@ -1,0 +1,333 @@
+"""The drain's write to a ClickHouse span store: what is new, one sorted block, then the
+trace rows in PostgreSQL.
+
+Inside the drain's transaction, which holds its raw batches:
+
+1. the batches' rows are decoded and their copies folded: a span is (team, trace, span
+   id, start), kept from the lowest batch that carries it;
+2. the touched traces' rows are created (empty) and locked in id order, so that two
+   drains touching one trace take turns;
+3. the stored spans of the traces that may hold some already are looked up: traces with
+   spans before, and those of batches an earlier drain sent but did not commit
+   (``span_batches`` records every batch before its spans go). A span stored by another
+   batch is not new; one stored by a batch of this drain (its earlier try) is new to
+   PostgreSQL but is not sent again;
+4. a trace these spans would carry past its limits takes them root first, then by start,
+   and counts the rest as dropped, as the PostgreSQL store does;
+5. the batches are recorded and the new spans inserted as one block sorted by the table's
+   key, with the quorum and a synchronous distributed insert: acknowledged means on the
+   quorum of each shard's replicas;
+6. only then are the traces' counters written. The drain then deletes its batches and
+   commits; if anything fails before, the batches stay and the next drain redoes it.
+
+A cluster that refuses (a replica or ZooKeeper away, the quorum short) raises
+``SpanStoreUnavailable``: the pass is redone later and no batch is blamed.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from apps.core.sql_arrays import array_literal
+from apps.core.time import NS_PER_S
+from apps.ingest.models import Trace, TraceState
+from apps.ingest.services.span_rows import DecodedRow, span_rows_decode
+from apps.ingest.span_store.base import WriteResult
+from apps.ingest.span_store.clickhouse import (
+    TRACES_PER_QUERY,
+    day_of,
+    trace_keys_sql,
+)
+from apps.ingest.span_store.clickhouse_client import ClickHouseConfig, clickhouse
+from apps.ingest.span_store.clickhouse_schema import SPAN_COLUMNS, batch_table, span_table
+from apps.ingest.trace_fill import TraceFill, trace_fill_remember
+
+_TRACE = Trace._meta.db_table
+QUORUM_TIMEOUT_MS = 20_000
+_NO_PARENT = bytes(8)
+# team, trace, span, start
+SpanKey = tuple[int, bytes, bytes, int]
+TraceKey = tuple[int, bytes]
+
+# Trace rows for the drain's traces, created empty where missing, in one (team, trace)
+# order by every drain so that concurrent drains queue instead of deadlocking.
+_CREATE_TRACES = f"""
+    INSERT INTO {_TRACE} (team_id, trace_id, state, first_seen_at, last_span_at, span_count,
+        incomplete, error, untracked_critical_ns, revision, root_name, root_service,
+        byte_count, spans_dropped, bytes_dropped)
+    SELECT t.team_id, t.trace_id, {TraceState.OPEN}, %(now)s, %(now)s, 0, false, false, 0, 0,
+        '', '', 0, 0, 0
+    FROM unnest(%(teams)s::bigint[], %(traces)s::bytea[]) AS t(team_id, trace_id)
+    ORDER BY 1, 2
+    ON CONFLICT (team_id, trace_id) DO NOTHING
+"""  # noqa: S608 - the table's name from the model
+_LOCK_TRACES = f"""
+    SELECT t.id, t.team_id, t.trace_id, t.span_count, t.byte_count,
+        t.root_span_id IS NOT NULL, t.span_count + t.spans_dropped > 0
+    FROM {_TRACE} AS t
+    WHERE (t.team_id, t.trace_id) IN (
+        SELECT * FROM unnest(%(teams)s::bigint[], %(traces)s::bytea[])
+    )
+    ORDER BY t.id FOR UPDATE OF t
+"""  # noqa: S608
+# What the drain adds to each trace; reopened with the idle clock restarted, unless an
+# operator holds it in quarantine.
+_UPDATE_TRACES = f"""
+    UPDATE {_TRACE} AS t SET
+        span_count = t.span_count + d.spans,
+        byte_count = t.byte_count + d.bytes,
+        spans_dropped = t.spans_dropped + d.dropped,
+        bytes_dropped = t.bytes_dropped + d.dropped_bytes,
+        last_span_at = CASE WHEN d.spans > 0 THEN %(now)s ELSE t.last_span_at END,
+        state = CASE WHEN d.spans = 0 OR t.state = {TraceState.QUARANTINED} THEN t.state
+            ELSE {TraceState.OPEN} END,
+        root_span_id = COALESCE(t.root_span_id, d.root),
+        first_span_start_ns = LEAST(t.first_span_start_ns, d.first_start),
+        last_span_start_ns = GREATEST(t.last_span_start_ns, d.last_start)
+    FROM unnest(%(ids)s::bigint[], %(spans)s::int[], %(bytes)s::bigint[], %(dropped)s::int[],
+        %(dropped_bytes)s::bigint[], %(roots)s::bytea[], %(firsts)s::bigint[],
+        %(lasts)s::bigint[])
+        AS d(id, spans, bytes, dropped, dropped_bytes, root, first_start, last_start)
+    WHERE t.id = d.id
+    RETURNING t.team_id, t.trace_id, t.id, t.span_count, t.byte_count,
+        t.root_span_id IS NOT NULL
+"""  # noqa: S608
+
+
+@dataclass
+class _Held:
+    """A locked trace: what it held before this drain."""
+
+    pk: int
+    spans: int
+    bytes: int
+    has_root: bool
+    had_spans: bool
+
+
+@dataclass
+class _Added:
+    """What this drain adds to one trace."""
+
+    spans: list[SpanKey] = field(default_factory=list)
+    bytes: int = 0
+    dropped: int = 0
+    dropped_bytes: int = 0
+
+
+def _size(row: DecodedRow) -> int:
+    """A span's size, about, as its readers hold it: its name, attributes and events."""
+    return len(row[8]) + len(row[12]) + len(row[13])
+
+
+class ClickHouseSpanWriter:
+    def __init__(self, config: ClickHouseConfig) -> None:
+        self.config = config
+
+    def write(self, batches: list[tuple[int, bytes]]) -> WriteResult:
+        spans: dict[SpanKey, tuple[int, DecodedRow]] = {}
+        # The batches that carry spans of each trace, any copy counted.
+        carried: dict[TraceKey, set[int]] = defaultdict(set)
+        for batch_id, payload in sorted(batches):
+            for row in span_rows_decode(payload):
+                spans.setdefault((row[0], row[1], row[2], row[3]), (batch_id, row))
+                carried[(row[0], row[1])].add(batch_id)
+        if not spans:
+            return WriteResult()
+        now = timezone.now()
+        by_trace: dict[TraceKey, list[SpanKey]] = defaultdict(list)
+        for key in spans:
+            by_trace[(key[0], key[1])].append(key)
+        held = self._traces_lock(sorted(by_trace), now)
+        batch_ids = {batch_id for batch_id, _ in batches}
+        stored = self._stored(by_trace, held, carried, batch_ids)
+        added: dict[TraceKey, _Added] = {}
+        block: list[tuple[int, DecodedRow]] = []
+        for trace, keys in by_trace.items():
+            # Spans another batch stored are not new; this drain's own earlier try's are.
+            fresh = [k for k in keys if stored.get(k) is None or stored[k] in batch_ids]
+            taken = self._within_limits(fresh, held[trace], spans)
+            added[trace] = taken
+            block += [spans[k] for k in taken.spans if k not in stored]
+        self._insert(block, batch_ids, now)
+        return self._traces_update(added, held, spans, now)
+
+    def _traces_lock(self, traces: list[TraceKey], now: Any) -> dict[TraceKey, _Held]:
+        params = {
+            "now": now,
+            "teams": array_literal([team for team, _ in traces]),
+            "traces": [trace for _, trace in traces],
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_CREATE_TRACES, params)
+            cursor.execute(_LOCK_TRACES, params)
+            rows = cursor.fetchall()
+        return {
+            (team, bytes(trace)): _Held(pk, count, size, root, had)
+            for pk, team, trace, count, size, root, had in rows
+        }
+
+    def _stored(
+        self,
+        by_trace: dict[TraceKey, list[SpanKey]],
+        held: dict[TraceKey, _Held],
+        carried: dict[TraceKey, set[int]],
+        batch_ids: set[int],
+    ) -> dict[SpanKey, int]:
+        """The drain's spans stored already, with the batch that stored them."""
+        resent = self._batches_sent(sorted(batch_ids))
+        look = sorted(
+            trace for trace in by_trace if held[trace].had_spans or carried[trace] & resent
+        )
+        stored: dict[SpanKey, int] = {}
+        for index in range(0, len(look), TRACES_PER_QUERY):
+            chunk = look[index : index + TRACES_PER_QUERY]
+            sql = (
+                f"SELECT team_id, trace_id, span_id, start_ns, batch_id "  # noqa: S608
+                f"FROM {span_table(self.config)} "
+                f"WHERE (team_id, trace_id) IN {trace_keys_sql(chunk)}"
+            )
+            with clickhouse(self.config) as client:
+                rows = client.execute(sql, settings=self._consistent)
+            wanted = {key for trace in chunk for key in by_trace[trace]}
+            for team, trace, span, start, batch_id in rows:
+                key = (team, trace, span, start)
+                if key in wanted:
+                    stored[key] = min(batch_id, stored.get(key, batch_id))
+        return stored
+
+    @property
+    def _consistent(self) -> dict[str, int]:
+        """Quorum writes are read back only once the quorum holds them."""
+        return {"select_sequential_consistency": 1} if self.config.insert_quorum > 1 else {}
+
+    def _batches_sent(self, batch_ids: list[int]) -> set[int]:
+        """Of these batches, those an earlier drain sent without committing."""
+        ids = ", ".join(str(i) for i in batch_ids)
+        with clickhouse(self.config) as client:
+            rows = client.execute(
+                f"SELECT DISTINCT batch_id FROM {batch_table(self.config)} "  # noqa: S608
+                f"WHERE batch_id IN ({ids})",
+                settings=self._consistent,
+            )
+        return {row[0] for row in rows}
+
+    def _within_limits(
+        self, fresh: list[SpanKey], held: _Held, spans: dict[SpanKey, tuple[int, DecodedRow]]
+    ) -> _Added:
+        """The new spans a trace takes within its limits of spans and bytes, root first
+        (analysis needs it: a trace without one takes its first root whatever its size),
+        then by start; the rest counted as dropped."""
+        max_spans = settings.INGEST_MAX_SPANS_PER_TRACE
+        max_bytes = settings.INGEST_MAX_TRACE_BYTES
+        sizes = {k: _size(spans[k][1]) for k in fresh}
+        added = _Added()
+        if held.spans + len(fresh) <= max_spans and held.bytes + sum(sizes.values()) <= max_bytes:
+            added.spans = fresh
+            added.bytes = sum(sizes.values())
+            return added
+
+        def order(key: SpanKey) -> tuple[Any, ...]:
+            is_root = spans[key][1][7] is None
+            return (not is_root, key[2] if is_root else b"", key[3], key[2])
+
+        running = 0
+        for rank, key in enumerate(sorted(fresh, key=order), start=1):
+            running += sizes[key]
+            first_root = rank == 1 and spans[key][1][7] is None and not held.has_root
+            over = held.spans + rank > max_spans or held.bytes + running > max_bytes
+            if over and not first_root:
+                added.dropped += 1
+                added.dropped_bytes += sizes[key]
+            else:
+                added.spans.append(key)
+                added.bytes += sizes[key]
+        return added
+
+    def _insert(self, block: list[tuple[int, DecodedRow]], batch_ids: set[int], now: Any) -> None:
+        """Record the batches, then insert the spans as one block in the table's order: the
+        same spans make the same block, which the replicas store once."""
+        received_ns = int(now.timestamp() * NS_PER_S)
+        today = now.date()
+        block.sort(key=lambda item: (item[1][0], item[1][1], item[1][2], item[1][3]))
+        columns: list[list[Any]] = [[] for _ in SPAN_COLUMNS]
+        for batch_id, row in block:
+            team, trace, span, start, end, kind, status, parent = row[:8]
+            values = (
+                day_of(start), team, trace, span, start, end, parent is not None,
+                parent or _NO_PARENT, kind, status, *row[8:], received_ns, batch_id,
+            )  # fmt: skip
+            for column, value in zip(columns, values, strict=True):
+                column.append(value)
+        insert = {"insert_distributed_sync": 1}
+        if self.config.insert_quorum:
+            # A replica away answers after this instead of the server's ten minutes, so
+            # the drain gives its batches back while the pass still holds its lease.
+            insert |= {
+                "insert_quorum": self.config.insert_quorum,
+                "insert_quorum_timeout": QUORUM_TIMEOUT_MS,
+            }
+        names = ", ".join(name for name, _ in SPAN_COLUMNS)
+        with clickhouse(self.config) as client:
+            client.execute(
+                f"INSERT INTO {batch_table(self.config)} (day, batch_id) VALUES",
+                [(today, batch_id) for batch_id in sorted(batch_ids)],
+                settings=insert,
+            )
+            if block:
+                client.execute(
+                    f"INSERT INTO {span_table(self.config)} ({names}) VALUES",
+                    columns,
+                    columnar=True,
+                    types_check=False,
+                    settings=insert,
+                )
+
+    def _traces_update(
+        self,
+        added: dict[TraceKey, _Added],
+        held: dict[TraceKey, _Held],
+        spans: dict[SpanKey, tuple[int, DecodedRow]],
+        now: Any,
+    ) -> WriteResult:
+        ids: list[int] = []
+        counts: list[int] = []
+        sizes: list[int] = []
+        dropped: list[int] = []
+        dropped_bytes: list[int] = []
+        roots: list[bytes | None] = []
+        firsts: list[int | None] = []
+        lasts: list[int | None] = []
+        for trace, taken in added.items():
+            starts = [key[3] for key in taken.spans]
+            root_ids = [key[2] for key in taken.spans if spans[key][1][7] is None]
+            ids.append(held[trace].pk)
+            counts.append(len(taken.spans))
+            sizes.append(taken.bytes)
+            dropped.append(taken.dropped)
+            dropped_bytes.append(taken.dropped_bytes)
+            roots.append(min(root_ids) if root_ids else None)
+            firsts.append(min(starts) if starts else None)
+            lasts.append(max(starts) if starts else None)
+        params = {
+            "now": now, "ids": array_literal(ids), "spans": array_literal(counts),
+            "bytes": array_literal(sizes), "dropped": array_literal(dropped),
+            "dropped_bytes": array_literal(dropped_bytes), "roots": roots,
+            "firsts": array_literal(firsts), "lasts": array_literal(lasts),
+        }  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute(_UPDATE_TRACES, params)
+            updated = cursor.fetchall()
+        trace_fill_remember(
+            fills=[
+                TraceFill(team, bytes(trace), pk, count, size, root)
+                for team, trace, pk, count, size, root in updated
+            ]
+        )
+        return WriteResult(
+            spans_new=sum(counts), traces_touched=sum(1 for count in counts if count)
+        )
