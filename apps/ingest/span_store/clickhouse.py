@@ -197,55 +197,41 @@ class ClickHouseSpanStore(SpanStore):
         """The days ``table`` holds, on any replica of any shard."""
         database, name = table.split(".")
         days: set[date] = set()
-        for host in self._replicas():
+        for source in self._parts_tables(first_replicas_only=False):
             with clickhouse(self.config) as client:
                 rows = client.execute(
-                    f"SELECT DISTINCT partition FROM {self._remote(host, 'system.parts')} "  # noqa: S608
+                    f"SELECT DISTINCT partition FROM {source} "  # noqa: S608
                     f"WHERE database = '{database}' AND table = '{name}' AND active"
                 )
             days |= {date.fromisoformat(_partition_day(row[0])) for row in rows}
         return sorted(days)
 
-    def _replicas(self) -> list[str]:
-        """Every replica's host:port, or the one server's."""
+    def _parts_tables(self, *, first_replicas_only: bool) -> list[str]:
+        """``system.parts`` of every replica (or each shard's first) as the store's user;
+        the one server's own without a cluster."""
         if not self.config.cluster:
-            return ["localhost:" + str(self._port())]
+            return ["system.parts"]
+        first = " AND replica_num = 1" if first_replicas_only else ""
         with clickhouse(self.config) as client:
             rows = client.execute(
-                "SELECT host_address, port FROM system.clusters "
-                "WHERE cluster = %(cluster)s ORDER BY shard_num, replica_num",
+                "SELECT host_address, port FROM system.clusters "  # noqa: S608
+                f"WHERE cluster = %(cluster)s{first} ORDER BY shard_num, replica_num",
                 {"cluster": self.config.cluster},
             )
-        return [f"{_text(host)}:{port}" for host, port in rows]
-
-    def _remote(self, host: str, table: str) -> str:
-        """``table`` on the server at ``host``, as the store's user."""
         user, password = (_quoted(v) for v in (self.config.user, self.config.password))
-        return f"remote('{host}', {table}, {user}, {password})"
-
-    def _port(self) -> int:
-        with clickhouse(self.config) as client:
-            rows = client.execute("SELECT value FROM system.settings WHERE name = 'tcp_port'")
-        return int(_text(rows[0][0])) if rows else 9000
+        return [
+            f"remote('{_text(host)}:{port}', system.parts, {user}, {password})"
+            for host, port in rows
+        ]
 
     def bytes_stored(self) -> int:
         """The spans' bytes on disk, each shard's first replica counted."""
-        hosts: list[str | None] = [None]
-        if self.config.cluster:
-            with clickhouse(self.config) as client:
-                rows = client.execute(
-                    "SELECT host_address, port FROM system.clusters "
-                    "WHERE cluster = %(cluster)s AND replica_num = 1",
-                    {"cluster": self.config.cluster},
-                )
-            hosts = [f"{_text(host)}:{port}" for host, port in rows]
         database, name = span_local_table(self.config).split(".")
         total = 0
-        for host in hosts:
-            source = "system.parts" if host is None else self._remote(host, "system.parts")
+        for source in self._parts_tables(first_replicas_only=True):
             with clickhouse(self.config) as client:
                 rows = client.execute(
-                    f"SELECT sum(bytes) FROM {source} "  # noqa: S608
+                    f"SELECT sum(bytes_on_disk) FROM {source} "  # noqa: S608
                     f"WHERE database = '{database}' AND table = '{name}' AND active"
                 )
             total += int(rows[0][0] or 0)
