@@ -8,15 +8,17 @@ from apps.analysis.services.finalize import traces_finalize_due
 from apps.core.models import QuarantinedItem, QuarantineKind
 from apps.ingest.models import ANALYZED_STATES, Trace, TraceState
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
+from tests.builders.spans import span
+from tests.builders.stored_spans import stored_span
 from tests.conftest import TeamWorld
 from tests.rollups.hostile import (
     broken_trace,
     chat_requests,
     go_quiet,
+    ingest,
     late_span,
     one_trace,
     rag_pipeline,
-    stored_attribute_set,
     traces_of,
     wide_trace,
 )
@@ -39,11 +41,9 @@ def test_victims_traces_are_analyzed_beside_poisoned_and_catastrophic_regex_trac
     hostile_pipeline(world)
     victims = chat_requests(world.team, first_id=1, count=50)
     regex = one_trace(world.other_team, 1001, child="a" * 40 + "!")
-    huge = one_trace(world.other_team, 1002, child="chat gpt", attributes={TTFC: 0.25})
-    text = one_trace(world.other_team, 1003, child="chat gpt", attributes={TTFC: 0.25})
     # As stored by a release that did not check the range where it decoded.
-    stored_attribute_set(huge, "chat gpt", f'{{"{TTFC}": 1e300}}')
-    stored_attribute_set(text, "chat gpt", f'{{"{TTFC}": "1e300"}}')
+    huge = one_trace(world.other_team, 1002, child="chat gpt", stored_json=f'{{"{TTFC}": 1e300}}')
+    text = one_trace(world.other_team, 1003, child="chat gpt", stored_json=f'{{"{TTFC}": "1e300"}}')
     go_quiet()
 
     result = traces_finalize_due()
@@ -104,8 +104,13 @@ def test_a_released_trace_is_analyzed_again_and_quarantined_again_while_still_br
     item = QuarantinedItem.objects.get(kind=QuarantineKind.TRACE)
     assert (item.times, item.released_at) == (2, None)
 
-    # After the fix (here: the row repaired), a retry analyzes it.
-    stored_attribute_set(broken, "retrieve docs", "{}")
+    # After the fix (here: the span sent again, sound and ending a nanosecond later: of
+    # two copies of a span, analysis keeps the one that ends last), a retry analyzes it.
+    damaged = stored_span((0x20).to_bytes(8, "big"), team=world.other_team)
+    start, end = damaged.start_ns + 1, damaged.end_ns + 1
+    sound = span(0x20, 0x10, start, end, name="retrieve docs", kind="client", trace_id=broken)
+    ingest(world.other_team, [sound])
+    go_quiet()
     call_command("quarantine", "retry", "--id", str(item.item_id))
     assert traces_finalize_due().traces == 1
     [trace] = traces_of(world.other_team, [broken])

@@ -5,6 +5,8 @@
 - ``spans``: hand-made spans (``span``) for analysis and for the wire.
 - ``otlp_samples``: three spans that use much of OTLP, and the records they decode to.
 - ``ingested_traces``: traces sent through the real ingest path (batch, drain, finalize).
+- ``stored_spans``: stored spans read back through the span store, spans stored as an
+  older release could have stored them, and a trace whose spans aged out.
 - ``demo_traffic``: a pipeline like the demo's and simulator traffic through ingest.
 - ``samples_and_rollups``: finalized traces and stage samples written directly, and
   rollups computed the slow way.

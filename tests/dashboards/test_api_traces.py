@@ -13,6 +13,7 @@ from apps.teams.services import ingest_token_create
 from tests.builders.api import error_of, session_client, token_client
 from tests.builders.ingested_traces import Explorer, build_explorer, hex_of
 from tests.builders.spans import AUTH, LLM, RETR_B, ROOT
+from tests.builders.stored_spans import trace_without_spans
 from tests.conftest import TeamWorld
 from tests.timing import MS
 
@@ -302,10 +303,8 @@ def test_unmatched_rejects_malformed_parameters(
 def test_once_spans_aged_out_the_breakdown_comes_from_the_stage_samples(
     explorer: Explorer,
 ) -> None:
-    from apps.ingest.models import Span
-
-    Span.objects.filter(trace_pk=explorer.ok.pk).delete()
-    body = token_client(explorer.world.owner).get(detail(explorer.ok)).json()
+    aged = trace_without_spans(explorer.ok, trace_id=0xA8)
+    body = token_client(explorer.world.owner).get(detail(aged)).json()
     assert (body["spans"], body["critical_path"], body["spans_stored"]) == ([], [], 0)
     breakdown = body["breakdown"]
     assert breakdown["source"] == "stage_samples"

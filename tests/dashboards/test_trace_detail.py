@@ -8,10 +8,11 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.analysis.selectors import trace_analysis
-from apps.ingest.models import Span, Trace
+from apps.ingest.models import Trace
 from apps.pipelines.services import stage_delete
 from tests.builders.ingested_traces import Explorer, hex_of
 from tests.builders.spans import AUTH, LLM, RETR_A, RETR_B, ROOT
+from tests.builders.stored_spans import trace_without_spans
 from tests.conftest import client_for
 from tests.timing import MS
 
@@ -165,8 +166,8 @@ def test_a_big_trace_shows_the_first_spans_with_a_note(
 def test_once_spans_aged_out_the_breakdown_comes_from_the_stage_samples(
     explorer: Explorer,
 ) -> None:
-    Span.objects.filter(trace_pk=explorer.ok.pk).delete()
-    html = client_for(explorer.world.owner).get(detail_url(explorer.ok)).content.decode()
+    aged = trace_without_spans(explorer.ok, trace_id=0xA8)
+    html = client_for(explorer.world.owner).get(detail_url(aged)).content.decode()
     assert "no longer stored" in html
     assert cell(html, "retrieval", "critical") == "250 ms"
     assert cell(html, "", "untracked") == "50 ms"
@@ -177,9 +178,9 @@ def test_once_spans_aged_out_the_breakdown_comes_from_the_stage_samples(
 def test_a_stage_removed_since_finalization_is_flagged_as_not_adding_up(
     explorer: Explorer,
 ) -> None:
-    Span.objects.filter(trace_pk=explorer.ok.pk).delete()
+    aged = trace_without_spans(explorer.ok, trace_id=0xA8)
     stage_delete(stage=explorer.pipeline.stages.get(slug="auth"))
-    html = client_for(explorer.world.owner).get(detail_url(explorer.ok)).content.decode()
+    html = client_for(explorer.world.owner).get(detail_url(aged)).content.decode()
     assert 'data-adds-up="false"' in html
 
 

@@ -2,6 +2,7 @@
 arrival and noted on the span, or stored raw before ingestion checked it."""
 
 import html
+import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -10,10 +11,11 @@ import pytest
 from django.utils import timezone
 
 from apps.analysis.services.finalize import traces_finalize_due
-from apps.ingest.models import Encoding, Span, Trace, TraceState
-from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from apps.ingest.models import Trace, TraceState
+from apps.ingest.services.batches import raw_batches_drain
 from tests.builders.ingested_traces import hex_of, ingest, make_rag_pipeline, now_ns
-from tests.builders.spans import LLM, ROOT, EventSpec, HandSpan, encode, span
+from tests.builders.spans import LLM, ROOT, EventSpec, HandSpan, span
+from tests.builders.stored_spans import spans_store_unchecked
 from tests.conftest import TeamWorld, client_for
 from tests.dashboards.test_trace_detail import cell, detail_url
 from tests.timing import HOUR, MS
@@ -69,15 +71,10 @@ def test_a_span_stored_with_an_unusable_time_to_first_chunk_is_analyzed_and_show
 ) -> None:
     make_rag_pipeline(world.team)
     spans = chat_trace(now_ns() - HOUR, 0.2, first_token_event=False)
-    raw_batch_store(
-        team=world.team, token=None, encoding=Encoding.OTLP_PROTOBUF, body=encode(spans),
-        span_count=len(spans),
-    )  # fmt: skip
-    raw_batches_drain()
     # As a row stored before ingestion checked the value would hold it.
-    Span.objects.filter(span_id=LLM.to_bytes(8, "big")).update(
-        attributes={"gen_ai.operation.name": "chat", TTFC: stored}
-    )
+    unchecked = json.dumps({"gen_ai.operation.name": "chat", TTFC: stored})
+    spans_store_unchecked(world.team, spans, {"chat gpt-4o": unchecked})
+    raw_batches_drain()
 
     result = traces_finalize_due(now=timezone.now() + timedelta(hours=1))
 

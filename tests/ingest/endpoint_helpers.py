@@ -12,7 +12,7 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from apps.ingest.decoding import SpanRecord
-from apps.ingest.models import Encoding, RawBatch, Span, Trace
+from apps.ingest.models import Encoding, RawBatch, Trace
 from apps.ingest.services.batches import DECODERS
 from apps.ingest.services.span_rows import (
     COPY_HEADER,
@@ -25,6 +25,7 @@ from apps.ingest.services.span_rows import (
 from apps.teams.models import Team
 from apps.teams.services import ingest_token_create
 from tests.builders.spans import T0, TRACE_ID, HandSpan, encode, span
+from tests.builders.stored_spans import stored_spans
 from tests.timing import MS
 
 PROTOBUF = "application/x-protobuf"
@@ -138,7 +139,7 @@ def export_response(response: Any) -> ExportTraceServiceResponse:
 
 def assert_nothing_written() -> None:
     assert not RawBatch.objects.exists()
-    assert not Span.objects.exists()
+    assert not stored_spans()
     assert not Trace.objects.exists()
 
 

@@ -7,15 +7,16 @@ from django.utils import timezone
 
 from apps.analysis.models import StageSample
 from apps.analysis.services.finalize import traces_finalize_due
-from apps.core.partitions import partitions_ensure
 from apps.ingest.decoding import decode_otlp_protobuf
-from apps.ingest.models import Encoding, RawBatch, Span, Trace, TraceState
+from apps.ingest.models import Encoding, RawBatch, Trace, TraceState
 from apps.ingest.selectors import traces_for_team
 from apps.ingest.services.batches import accepted_batch_store, raw_batch_store, raw_batches_drain
+from apps.ingest.span_store import span_store
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.builders.spans import ROOT, T0, HandSpan, encode, rag_spans, span
+from tests.builders.stored_spans import stored_spans
 from tests.conftest import TeamWorld
 from tests.timing import DAY, MS, S
 
@@ -121,7 +122,7 @@ def test_a_replayed_batch_counts_once(world: TeamWorld, rag_pipeline) -> None:
     drained = raw_batches_drain()
     assert drained.spans_received == 12
     assert drained.spans_new == 5
-    assert Span.objects.count() == 5
+    assert len(stored_spans()) == 5
     assert Trace.objects.get().span_count == 5
 
 
@@ -282,7 +283,7 @@ def test_a_trace_knows_which_days_hold_its_spans_and_finalizes_with_all_of_them(
     world: TeamWorld, rag_pipeline
 ) -> None:
     day = datetime.fromtimestamp(T0 / S, tz=UTC).date()
-    partitions_ensure("ingest_span", first=day - timedelta(days=1), last=day + timedelta(days=3))
+    span_store().days_prepare(day - timedelta(days=1), day + timedelta(days=3))
     spans = rag_spans(TRACE)
     # A child whose clock is two days ahead lands in another day partition.
     skewed = span(

@@ -4,9 +4,10 @@ import pytest
 from django.core.cache import cache
 
 from apps.ingest.decoding import decode_otlp_protobuf
-from apps.ingest.models import RawBatch, Span
+from apps.ingest.models import RawBatch
 from apps.ingest.services.batches import accepted_batch_store
 from apps.ingest.tasks import DRAIN_LEASE_KEY, drain_raw_batches
+from tests.builders.stored_spans import stored_spans
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import protobuf_batch
 
@@ -29,7 +30,7 @@ def test_a_drain_stores_every_pending_batch_and_gives_its_lease_back(world: Team
     drain_raw_batches()
 
     assert not RawBatch.objects.exists()
-    assert Span.objects.count() == 6
+    assert len(stored_spans()) == 6
     assert cache.get(DRAIN_LEASE_KEY.format(slot=0)) is None
 
 
@@ -40,7 +41,7 @@ def test_a_drain_leaves_the_batches_to_the_one_holding_the_lease(world: TeamWorl
     drain_raw_batches()
 
     assert RawBatch.objects.count() == 2
-    assert not Span.objects.exists()
+    assert not stored_spans()
     assert cache.get(DRAIN_LEASE_KEY.format(slot=0)) == 1  # not released by another task
 
 

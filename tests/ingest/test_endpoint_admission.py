@@ -10,10 +10,11 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.ingest import ratelimit
 from apps.ingest.decoding import RpcCode
-from apps.ingest.models import Encoding, RawBatch, Span, Trace
+from apps.ingest.models import Encoding, RawBatch, Trace
 from apps.ingest.ratelimit import WINDOW_S, rate_limit_consume
 from apps.ingest.services import intake
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
+from tests.builders.stored_spans import stored_spans
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -294,8 +295,8 @@ def test_a_teams_token_writes_only_into_its_own_team(world: TeamWorld) -> None:
     raw_batches_drain()
     assert Trace.objects.filter(team=world.team).count() == 1
     assert Trace.objects.filter(team=world.other_team).count() == 2
-    assert Span.objects.filter(team_id=world.team.pk).count() == 3
-    assert Span.objects.filter(team_id=world.other_team.pk).count() == 4
+    assert len(stored_spans(team=world.team)) == 3
+    assert len(stored_spans(team=world.other_team)) == 4
 
 
 def test_writes_refused_by_the_database_get_503_with_retry_after(

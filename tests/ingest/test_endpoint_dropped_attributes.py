@@ -6,9 +6,9 @@ import json
 import pytest
 
 from apps.ingest.decoding.numeric import DROPPED_ATTRIBUTES
-from apps.ingest.models import Span
 from apps.ingest.services.batches import raw_batches_drain
 from tests.builders import spans as traces
+from tests.builders.stored_spans import StoredSpan, stored_span
 from tests.ingest.endpoint_helpers import (
     JSON,
     export_response,
@@ -25,9 +25,9 @@ LLM_ID = "2222222222222222"
 pytestmark = pytest.mark.usefixtures("clean_cache")
 
 
-def stored_llm_span() -> Span:
+def stored_llm_span() -> StoredSpan:
     raw_batches_drain()
-    return Span.objects.get(span_id=bytes.fromhex(LLM_ID))
+    return stored_span(bytes.fromhex(LLM_ID))
 
 
 def test_otlp_protobuf_keeps_the_span_and_reports_the_dropped_double(token: str) -> None:

@@ -7,9 +7,10 @@ import pytest
 import yaml
 from django.test import Client
 
-from apps.ingest.models import Encoding, RawBatch, Span, Trace
+from apps.ingest.models import Encoding, RawBatch, Trace
 from apps.ingest.services.batches import raw_batches_drain
 from apps.teams.services import api_token_create, ingest_token_revoke
+from tests.builders.stored_spans import stored_span
 from tests.conftest import TeamWorld, client_for
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -73,11 +74,11 @@ def test_stored_spans_keep_their_ids_services_and_attributes(world: TeamWorld, t
     raw_batches_drain()
 
     assert bytes(Trace.objects.get(team=world.team).trace_id).hex() == TRACE_HEX
-    child = Span.objects.get(span_id=bytes.fromhex("2222222222222222"))
+    child = stored_span(bytes.fromhex("2222222222222222"))
     assert child.service == "llm-gateway"
     assert child.attributes["gen_ai.provider.name"] == "openai"
     assert child.attributes["usage.input_tokens"] == 12
-    assert Span.objects.get(span_id=bytes.fromhex("1111111111111111")).service == "chat-api"
+    assert stored_span(bytes.fromhex("1111111111111111")).service == "chat-api"
 
 
 def test_a_gzip_batch_is_stored_decompressed(token: str) -> None:

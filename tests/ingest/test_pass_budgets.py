@@ -8,10 +8,11 @@ from django.utils import timezone
 
 from apps.analysis.services.finalize import traces_finalize_due
 from apps.ingest.decoding import decode_otlp_protobuf
-from apps.ingest.models import RawBatch, Span, Trace
+from apps.ingest.models import RawBatch, Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.teams.models import Team
 from tests.builders.spans import T0, HandSpan, encode, span
+from tests.builders.stored_spans import stored_span_ids, stored_spans
 from tests.conftest import TeamWorld
 from tests.timing import MS
 
@@ -59,7 +60,7 @@ def test_a_drain_pass_loads_at_most_its_byte_budget_of_batches(world: TeamWorld)
     while raw_batches_drain(max_bytes=5 * MIB // 2).more:
         passes += 1
     assert passes == 4
-    assert Span.objects.count() == 16
+    assert len(stored_spans()) == 16
 
 
 def test_a_batch_larger_than_the_byte_budget_is_drained_alone(world: TeamWorld) -> None:
@@ -85,10 +86,10 @@ def test_a_full_trace_takes_no_more_spans_and_counts_those_it_refused(
 
     trace = Trace.objects.get(team=world.team)
     assert (trace.span_count, trace.spans_dropped) == (5, 4)
-    assert Span.objects.filter(team_id=world.team.pk).count() == 5
+    assert len(stored_spans(team=world.team)) == 5
     # The root comes first, then the spans by start: the last to start was refused.
     assert trace.root_span_id is not None
-    assert not Span.objects.filter(team_id=world.team.pk, span_id=(6).to_bytes(8)).exists()
+    assert (6).to_bytes(8) not in stored_span_ids(team=world.team)
     # Another team's trace with the same id is its own, and not full.
     assert Trace.objects.get(team=world.other_team).span_count == 2
 
@@ -103,8 +104,7 @@ def test_a_trace_knows_about_how_many_bytes_its_spans_hold(world: TeamWorld) -> 
     assert trace.span_count == 3
     # jsonb compresses long repeated strings: the count is the stored size, not as sent.
     assert 1_000 < trace.byte_count < 210_000
-    stored = Span.objects.filter(trace_pk=trace.pk).count()
-    assert stored == 3
+    assert len(stored_spans(trace=trace)) == 3
 
 
 def test_an_analysis_pass_takes_traces_up_to_its_span_budget(world: TeamWorld, settings) -> None:

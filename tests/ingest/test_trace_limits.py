@@ -4,13 +4,13 @@ import json
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.test import TestCase
 
-from apps.ingest.models import Span, Trace
+from apps.ingest.models import Trace
 from apps.ingest.services.batches import accepted_batch_store, raw_batches_drain
 from apps.teams.models import Team
 from tests.builders.spans import T0, HandSpan, encode, span
+from tests.builders.stored_spans import stored_span_ids, stored_spans
 from tests.conftest import TeamWorld
 from tests.ingest.endpoint_helpers import (
     JSON,
@@ -53,13 +53,10 @@ def drain() -> None:
 
 def _stored_bytes(trace: Trace) -> int:
     """What a reader loads of the trace's spans: names, attributes and events as text."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(sum(octet_length(name) + octet_length(attributes::text) "
-            "+ octet_length(events::text)), 0) FROM ingest_span WHERE trace_pk = %s",
-            [trace.pk],
-        )
-        return int(cursor.fetchone()[0])
+    return sum(
+        len(s.name.encode()) + len(s.attributes.encode()) + len(s.events.encode())
+        for s in stored_spans(trace=trace)
+    )
 
 
 def _send(token: str, spans: list[HandSpan]) -> Any:
@@ -92,7 +89,7 @@ def test_a_trace_of_64_spans_of_a_mebibyte_is_cut_at_its_byte_budget(
     assert _stored_bytes(trace) <= 16 * MIB
     assert trace.byte_count <= 16 * MIB
     assert trace.byte_count > 15 * MIB  # gzip and jsonb compression hid nothing
-    assert trace.span_count == Span.objects.filter(trace_pk=trace.pk).count() == 16
+    assert trace.span_count == len(stored_spans(trace=trace)) == 16
     assert trace.root_span_id == ROOT.to_bytes(8)
     # The drain refused 8 of the first 24; the door refused the other 40.
     assert trace.spans_dropped == 48
@@ -114,8 +111,7 @@ def test_the_spans_one_request_would_carry_a_trace_past_its_budget_are_rejected(
     assert answer.partial_success.rejected_spans == 2
     assert "trace at its byte limit (2)" in answer.partial_success.error_message
     trace = Trace.objects.get(team=world.team)
-    stored = set(Span.objects.filter(trace_pk=trace.pk).values_list("span_id", flat=True))
-    assert stored == {i.to_bytes(8) for i in (ROOT, 2, 3)}
+    assert stored_span_ids(trace=trace) == {i.to_bytes(8) for i in (ROOT, 2, 3)}
     assert trace.byte_count <= 100_000
     # Nothing was stored of this trace before the request: there was nothing to count on.
     assert trace.spans_dropped == 0
@@ -195,8 +191,7 @@ def test_a_drain_takes_the_root_then_the_earliest_spans_while_they_fit(
     drain()
 
     trace = Trace.objects.get()
-    stored = set(Span.objects.filter(trace_pk=trace.pk).values_list("span_id", flat=True))
-    assert stored == {i.to_bytes(8) for i in (ROOT, 2, 3)}
+    assert stored_span_ids(trace=trace) == {i.to_bytes(8) for i in (ROOT, 2, 3)}
     assert (trace.span_count, trace.spans_dropped) == (3, 2)
     assert trace.byte_count <= 100_000
     assert 64_000 < trace.bytes_dropped < 66_000

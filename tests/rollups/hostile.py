@@ -3,7 +3,6 @@
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from apps.ingest.models import Encoding, Trace
@@ -12,6 +11,7 @@ from apps.pipelines.models import Pipeline, Stage
 from apps.teams.models import Team
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.builders.spans import HandSpan, encode, retrieval_request, span
+from tests.builders.stored_spans import spans_store_unchecked
 from tests.timing import MS, S
 
 
@@ -46,18 +46,27 @@ def chat_requests(team: Team, *, first_id: int, count: int, retrieval_ms: int = 
 
 
 def one_trace(
-    team: Team, trace_id: int, *, child: str, attributes: dict[str, Any] | None = None
+    team: Team,
+    trace_id: int,
+    *,
+    child: str,
+    attributes: dict[str, Any] | None = None,
+    stored_json: str | None = None,
 ) -> int:
+    """A root and its child; ``stored_json`` is stored as the child's attributes as it is,
+    as a row stored by an older release could hold them."""
     t0 = recent_ns(20)
-    ingest(
-        team,
-        [
-            span(0x10, None, t0, t0 + 900 * MS, name="POST /chat", kind="server",
-                 trace_id=trace_id),
-            span(0x20, 0x10, t0, t0 + 800 * MS, name=child, kind="client",
-                 attributes=attributes, trace_id=trace_id),
-        ],
-    )  # fmt: skip
+    spans = [
+        span(0x10, None, t0, t0 + 900 * MS, name="POST /chat", kind="server",
+             trace_id=trace_id),
+        span(0x20, 0x10, t0, t0 + 800 * MS, name=child, kind="client",
+             attributes=attributes, trace_id=trace_id),
+    ]  # fmt: skip
+    if stored_json is None:
+        ingest(team, spans)
+    else:
+        spans_store_unchecked(team, spans, {child: stored_json})
+        raw_batches_drain()
     return trace_id
 
 
@@ -74,22 +83,11 @@ def wide_trace(team: Team, trace_id: int, *, spans: int) -> int:
     return trace_id
 
 
-def stored_attribute_set(trace_id: int, span_name: str, attributes_json: str) -> None:
-    """Overwrite a stored span's attributes, as a row stored by an older release could be."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE ingest_span SET attributes = %s::jsonb WHERE trace_id = %s AND name = %s",
-            [attributes_json, trace_id.to_bytes(16, "big"), span_name],
-        )
-        assert cursor.rowcount == 1
-
-
 def broken_trace(team: Team, trace_id: int) -> int:
     """A trace whose stored attributes are no mapping, as a damaged row could hold: its
     analysis raises. Due for analysis, in a team with a pipeline that reads it."""
     rag_pipeline(team)
-    one_trace(team, trace_id, child="retrieve docs")
-    stored_attribute_set(trace_id, "retrieve docs", "[1, 2, 3]")
+    one_trace(team, trace_id, child="retrieve docs", stored_json="[1, 2, 3]")
     go_quiet()
     return trace_id
 

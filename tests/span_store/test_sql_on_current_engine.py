@@ -221,7 +221,6 @@ def test_the_quorum_settings_are_taken_by_one_server_s_tables(
 
     settings = "SETTINGS insert_distributed_sync = 1, insert_quorum = 2, insert_quorum_timeout"
     assert sum(settings in sql for sql in on_chdb.sent) == 4  # each drain's batches and spans
-    assert any(sql.endswith("SETTINGS select_sequential_consistency = 1") for sql in on_chdb.sent)
     assert Trace.objects.get(team=world.team).span_count == 5
     assert on_chdb.refused == []
 

@@ -20,6 +20,7 @@ from apps.ingest.span_store.base import (
     ContentRow,
     ProjectedRead,
     SpanStore,
+    SpanStoreUnavailable,
     StoredRow,
     WriteResult,
 )
@@ -185,13 +186,41 @@ class ClickHouseSpanStore(SpanStore):
         for table in (span_local_table(self.config), batch_local_table(self.config)):
             for day in self._days(table):
                 if day + timedelta(days=1) <= cutoff:
-                    with clickhouse(self.config) as client:
-                        client.execute(
-                            f"ALTER TABLE {table}{self.config.on_cluster} "
-                            f"DROP PARTITION '{day.isoformat()}'"
-                        )
+                    self._on_each_shard(f"ALTER TABLE {table} DROP PARTITION '{day.isoformat()}'")
                     dropped.append(f"{table} {day.isoformat()}")
         return dropped
+
+    def _on_each_shard(self, statement: str) -> None:
+        """Run ``statement`` on one replica of each shard, which replicates it to the
+        others. Not ``ON CLUSTER``: there every replica runs it, and an old server's
+        replicas racing on one shard's task can stop its queue of cluster statements."""
+        if not self.config.cluster:
+            with clickhouse(self.config) as client:
+                client.execute(statement)
+            return
+        with clickhouse(self.config) as client:
+            rows = client.execute(
+                "SELECT shard_num, host_address, port FROM system.clusters "
+                "WHERE cluster = %(cluster)s ORDER BY shard_num, replica_num",
+                {"cluster": self.config.cluster},
+            )
+        replicas: dict[int, list[str]] = defaultdict(list)
+        for shard, host, port in rows:
+            replicas[shard].append(f"{_text(host)}:{port}")
+        for _, addresses in sorted(replicas.items()):
+            self._on_first_answering(addresses, statement)
+
+    def _on_first_answering(self, addresses: list[str], statement: str) -> None:
+        failure: SpanStoreUnavailable | None = None
+        for address in addresses:
+            try:
+                with clickhouse(self.config.at(address)) as client:
+                    client.execute(statement)
+                return
+            except SpanStoreUnavailable as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     def _days(self, table: str) -> list[date]:
         """The days ``table`` holds, on any replica of any shard."""

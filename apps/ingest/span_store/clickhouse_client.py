@@ -19,7 +19,7 @@ A process holds one connection per thread (the driver's client is not thread-saf
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -62,6 +62,15 @@ class ClickHouseConfig:
     @property
     def on_cluster(self) -> str:
         return f" ON CLUSTER {self.cluster}" if self.cluster else ""
+
+    def at(self, address: str) -> "ClickHouseConfig":
+        """The same store, reached at one server (``host:port``) of its cluster."""
+        parts = urlsplit(self.driver_url)
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "alt_hosts"]
+        credentials = parts.netloc.rpartition("@")[0]
+        netloc = f"{credentials}@{address}" if credentials else address
+        url = urlunsplit(parts._replace(netloc=netloc, query=urlencode(query)))
+        return replace(self, driver_url=url)
 
 
 def clickhouse_config(url: str) -> ClickHouseConfig:

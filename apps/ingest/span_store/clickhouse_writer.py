@@ -178,7 +178,12 @@ class ClickHouseSpanWriter:
         carried: dict[TraceKey, set[int]],
         batch_ids: set[int],
     ) -> dict[SpanKey, int]:
-        """The drain's spans stored already, with the batch that stored them."""
+        """The drain's spans stored already, with the batch that stored them.
+
+        Read from whichever replica answers, without ``select_sequential_consistency``
+        (an old server keeps refusing it once a day it counted in a quorum is dropped):
+        an acknowledged insert is on the quorum, and a refused one that reached a replica
+        is found here or, sent again as the same block, stored once by the replicas."""
         resent = self._batches_sent(sorted(batch_ids))
         look = sorted(
             trace for trace in by_trace if held[trace].had_spans or carried[trace] & resent
@@ -192,7 +197,7 @@ class ClickHouseSpanWriter:
                 f"WHERE (team_id, trace_id) IN {trace_keys_sql(chunk)}"
             )
             with clickhouse(self.config) as client:
-                rows = client.execute(sql, settings=self._consistent)
+                rows = client.execute(sql)
             wanted = {key for trace in chunk for key in by_trace[trace]}
             for team, trace, span, start, batch_id in rows:
                 key = (team, trace, span, start)
@@ -200,19 +205,13 @@ class ClickHouseSpanWriter:
                     stored[key] = min(batch_id, stored.get(key, batch_id))
         return stored
 
-    @property
-    def _consistent(self) -> dict[str, int]:
-        """Quorum writes are read back only once the quorum holds them."""
-        return {"select_sequential_consistency": 1} if self.config.insert_quorum > 1 else {}
-
     def _batches_sent(self, batch_ids: list[int]) -> set[int]:
         """Of these batches, those an earlier drain sent without committing."""
         ids = ", ".join(str(i) for i in batch_ids)
         with clickhouse(self.config) as client:
             rows = client.execute(
                 f"SELECT DISTINCT batch_id FROM {batch_table(self.config)} "  # noqa: S608
-                f"WHERE batch_id IN ({ids})",
-                settings=self._consistent,
+                f"WHERE batch_id IN ({ids})"
             )
         return {row[0] for row in rows}
 

@@ -47,9 +47,12 @@ class PythonProjection:
         self.event_names = projection.event_names
 
     def attributes(self, text: bytes) -> str:
-        attributes = _decode(text) if text != b"{}" else None
-        if not isinstance(attributes, dict):
+        if text == b"{}":
             return "{}"
+        attributes = _decode(text)
+        if not isinstance(attributes, dict):
+            # As PostgreSQL's jsonb_each refuses it: the read fails like analysis would.
+            raise ValueError("a span's stored attributes are not a JSON object")
         kept = {}
         for key, texts in self.wanted.items():
             if key not in attributes:
@@ -77,7 +80,7 @@ class PythonProjection:
             return "[]"
         events = _decode(text)
         if not isinstance(events, list):
-            return "[]"
+            raise ValueError("a span's stored events are not a JSON array")
         kept = [
             {"name": event.get("name"), "time_ns": event.get("time_ns")}
             for event in events
