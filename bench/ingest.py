@@ -1,4 +1,5 @@
-"""Ingestion throughput, accept latency and end-to-end freshness on PostgreSQL and Redis.
+"""Ingestion throughput, accept latency and end-to-end freshness on PostgreSQL and Redis,
+spans kept in PostgreSQL or, with ``BENCH_SPAN_STORE_URL``, in ClickHouse.
 
 Starts one gunicorn web process (one worker process with four threads, so a request
 waiting on the database does not hold the next) and, for the end-to-end phase, one
@@ -21,6 +22,12 @@ HTTP keep-alive. Figures:
 
 Every body carries current times, as real exporters' batches do, so stage samples
 spread over the rollup buckets as the run goes on.
+
+``BENCH_SPAN_STORE_URL`` (a ``SPAN_STORE_URL``; unset: PostgreSQL) is the span store of
+every process, this one's included; ClickHouse's servers and ZooKeeper then count in
+the CPU per span, each in a column of its own. Each end-to-end phase also reports the
+WAL and the bytes it stored per span (``bench.ingest_storage``), and how busy the whole
+machine was beside the processes measured.
 """
 
 import cProfile
@@ -40,12 +47,13 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Sum
-from django.test.utils import setup_test_environment
+from django.test.utils import override_settings, setup_test_environment
 from django.utils import timezone
 
 from apps.core.time import NS_PER_S, NS_PER_US
-from bench.cpu import CpuMeter
+from bench.cpu import ClickHouseCpuMeter, CpuMeter, DatabaseBackends, machine_busy_s
 from bench.decode import to_otlp_json, to_protobuf, trace_spans
+from bench.ingest_storage import StorageMeter, span_store_prepare
 from bench.report import percentile, print_rows, write
 from tests.processes import free_port, running
 
@@ -62,6 +70,8 @@ WARMUP_S = 10.0
 CONNECTIONS = 4
 # Pool processes of the one Celery worker (Celery's default is one per core).
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "2"))
+# Where spans are kept: a SPAN_STORE_URL (ClickHouse), or PostgreSQL when empty.
+SPAN_STORE_URL = os.environ.get("BENCH_SPAN_STORE_URL", "")
 
 
 def _batches(count: int, encode: Any, rng: random.Random) -> list[bytes]:
@@ -165,6 +175,7 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
         # Capacity is measured, not the limits that protect accounts from each other.
         INGEST_RATE_LIMIT_SPANS="0",
         INGEST_MAX_BYTES_PER_ACCOUNT_PER_DAY="0",
+        SPAN_STORE_URL=SPAN_STORE_URL,
         **extra,
     )
 
@@ -324,6 +335,14 @@ def _backlog() -> int:
     return int(RawBatch.objects.aggregate(total=Sum("span_count"))["total"] or 0)
 
 
+def _spans_stored() -> int:
+    """Spans stored, as their traces count them: the span table stays empty when spans
+    are kept in ClickHouse."""
+    from apps.ingest.models import Trace
+
+    return int(Trace.objects.aggregate(total=Sum("span_count"))["total"] or 0)
+
+
 def _end_to_end(
     connect: Any,
     logs: Path,
@@ -339,6 +358,9 @@ def _end_to_end(
     tables = ", ".join(model._meta.db_table for model in (Span, Trace, RawBatch, StageSample))
     with connection.cursor() as cursor:  # each phase starts empty
         cursor.execute(f"TRUNCATE {tables}")
+    span_store_prepare(SPAN_STORE_URL)
+    storage = StorageMeter(SPAN_STORE_URL)
+    storage.start()
     encode = to_otlp_json if json else to_protobuf
     worker_env = _env({})
     worker = [
@@ -348,8 +370,11 @@ def _end_to_end(
         "--without-gossip", "--without-mingle",
     ]  # fmt: skip
     with _process(worker, logs / "worker.log", worker_env) as worker_proc:
-        meter = CpuMeter(web=web_pid, worker=worker_proc.pid)
+        meter_of = ClickHouseCpuMeter if SPAN_STORE_URL else CpuMeter
+        meter = meter_of(web=web_pid, worker=worker_proc.pid)
         cpu_from = None
+        machine_from = 0.0
+        own_backends = DatabaseBackends(connection.settings_dict["NAME"])
         # Open loop at ``rate`` spans/s: the backlog shows whether the worker keeps up.
         load = OpenLoad(connect, FreshBodies(rng, encode), rate)
         start = time.monotonic()
@@ -361,26 +386,34 @@ def _end_to_end(
         while time.monotonic() - start < DURATION_S:
             if cpu_from is None and timezone.now() >= steady_from:
                 cpu_from = meter.snapshot()
+                machine_from = machine_busy_s()
+                own_backends.start()
                 steady_from = timezone.now()
             backlog_series.append(_backlog())
+            storage.tick()
             # Wake at the end of the warm-up for the first CPU reading, then every 5 s.
             until_steady = (steady_from - timezone.now()).total_seconds()
             time.sleep(5.0 if cpu_from else min(5.0, max(0.05, until_steady)))
         for thread in threads:
             thread.join()
         cpu = CpuMeter.spent(cpu_from, meter.snapshot()) if cpu_from else {}
+        machine_busy = machine_busy_s() - machine_from
+        own_backends_s = own_backends.spent() if cpu_from else 0.0
+        load_average = os.getloadavg()
         sent, refused = load.sent, load.refused
         max_backlog = max(backlog_series)
         send_elapsed = time.monotonic() - start
         steady_until = timezone.now()
-        stored_during_send = Span.objects.count()
+        stored_during_send = _spans_stored()
         # Let the worker finish: everything stored and every trace finalized.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if not _backlog() and not Trace.objects.filter(state=TraceState.OPEN).exists():
                 break
+            storage.tick()
             time.sleep(0.5)
         total_elapsed = time.monotonic() - start
+    stored = _spans_stored()
     # Settle and idle times are both IDLE_S: a trace is analyzed and finalized in one step.
     traces = Trace.objects.filter(state__in=ANALYZED_STATES)
     delays = [
@@ -402,24 +435,44 @@ def _end_to_end(
         "accepted_spans_per_s": round(sent / send_elapsed),
         "stored_while_sending": stored_during_send,
         "sustained_spans_per_s": round(steady_spans / steady_s) if steady_s > 0 else None,
-        "end_to_end_spans_per_s": round(Span.objects.count() / total_elapsed),
+        "end_to_end_spans_per_s": round(stored / total_elapsed),
         "drained_after_s": round(total_elapsed - send_elapsed, 1),
         # CPU of the web process, the worker and their PostgreSQL backends over the
         # sustained window, per span that reached its stage samples in that window.
         "cpu_cores_busy": round(cpu_total / steady_s, 2) if steady_s > 0 else None,
+        # Every core's busy time over the same window: what ran beside the measured
+        # processes is the difference (the machine is shared).
+        "machine_cores_busy": round(machine_busy / steady_s, 2) if steady_s > 0 else None,
+        "load_average_1m": round(load_average[0], 2),
         "cpu_us_per_span": round(cpu_total / steady_spans * 1e6, 1) if steady_spans else None,
         **{
             f"cpu_us_per_span_{name}": round(value / steady_spans * 1e6, 1)
             for name, value in cpu.items()
             if steady_spans
         },
+        # Of the postgres column, the backends of the bench's database alone (a lower
+        # bound, not in the total): the server is shared with other databases.
+        "postgres_own_backends_us_per_span": (
+            round(own_backends_s / steady_spans * 1e6, 1) if steady_spans else None
+        ),
         "max_backlog_spans": max_backlog,
         "backlog_last_minute_max": max(backlog_series[-12:] or [0]),
         "traces_finalized": len(delays),
         "finalize_delay_p50_s": round(percentile(delays, 50), 2) if delays else None,
         "finalize_delay_p95_s": round(percentile(delays, 95), 2) if delays else None,
         "last_finalized": str(traces.aggregate(last=Max("finalized_at"))["last"]),
+        **storage.figures(stored),
     }
+
+
+# The drain's and finalization's steps, whichever store writes: their cumulative time
+# says which one a worker that falls behind waits on (the ClickHouse server's time shows
+# as the driver waiting for its answer).
+PROFILED_STEPS = {
+    "raw_batches_drain", "span_rows_decode", "spans_write", "span_rows_store",
+    "_traces_lock", "_stored", "_batches_sent", "_insert", "_traces_update",
+    "traces_finalize_due", "spans_of_traces", "spans_projected",
+}  # fmt: skip
 
 
 def _profile(token: str, rng: random.Random) -> str:
@@ -444,7 +497,14 @@ def _profile(token: str, rng: random.Random) -> str:
         pass
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(12)
+    out.write("Steps, cumulative (wall) seconds and calls:\n")
+    timings: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    for (path, _, function), (_, calls, _, cumulative, _) in timings.items():
+        if function in PROFILED_STEPS and "/apps/" in path:
+            where = path.split("/apps/", 1)[1]
+            out.write(f"  {cumulative:8.3f} s {calls:6d}  {function} ({where})\n")
     return out.getvalue()
 
 
@@ -452,8 +512,16 @@ def run() -> None:
     if settings.CELERY_BROKER_URL.startswith("filesystem"):
         print("ingest benchmark: set CELERY_BROKER_URL (Redis)")
         return
+    with override_settings(SPAN_STORE_URL=SPAN_STORE_URL):
+        _run()
+
+
+def _run() -> None:
+    from apps.ingest.span_store import span_store
+
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    span_store_prepare(SPAN_STORE_URL)
     logs = Path(settings.VAR_DIR) / "bench-ingest"
     logs.mkdir(parents=True, exist_ok=True)
     rng = random.Random(11)
@@ -513,10 +581,15 @@ def run() -> None:
                 ),
             }  # fmt: skip
         print("\nEnd to end: request -> finalized stage samples (1 web or gRPC process, 1 worker)")
-        print("".ljust(28) + "".join(name.rjust(16) for name in e2e))
-        for key in e2e["protobuf"]:
-            if key != "last_finalized":
-                print(f"  {key:26}" + "".join(str(row[key]).rjust(16) for row in e2e.values()))
+        width = max(len(key) for key in e2e["protobuf"]) + 2
+        print("".ljust(width + 2) + "".join(name.rjust(16) for name in e2e))
+        for key, value in e2e["protobuf"].items():
+            if key != "last_finalized" and not isinstance(value, dict):
+                cells = "".join(str(row.get(key)).rjust(16) for row in e2e.values())
+                print(f"  {key:{width}}{cells}")
+        for name, phase in e2e.items():
+            for replica, parts in phase.get("ch_replicas", {}).items():
+                print(f"  ClickHouse {replica}, {name}: {parts}")
         profile = _profile(token, rng)
         print("\nWorker profile (drain + finalize, in process), top functions by own time")
         print(profile)
@@ -524,6 +597,8 @@ def run() -> None:
             "ingest",
             {**{f"accept {k}": v for k, v in accept.items()}, "end_to_end": e2e},
             {
+                "span_store": span_store().name,
+                "span_store_url": SPAN_STORE_URL,
                 "batch_spans": 512,
                 "duration_s": DURATION_S,
                 "idle_s": IDLE_S,
