@@ -59,10 +59,6 @@ def replicas_count(url: str, team: Team) -> list[tuple[str, int, int]]:
     return counts
 
 
-def rag_traffic(team: Team, traces: int, t0: int) -> list[list[Any]]:
-    return [rag_spans(0xC000 + i, t0 + i * 1000 * MS, llm_error=i % 7 == 0) for i in range(traces)]
-
-
 def figures(team: Team) -> dict[str, Any]:
     """What analysis and rollups made of a team's traces, by trace id and stage slug."""
     traces = {

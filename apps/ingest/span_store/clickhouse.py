@@ -41,7 +41,6 @@ from apps.ingest.span_store.python_projection import (
 # Traces named in one query's IN list: the statement stays well under the server's
 # max_query_size (256 KiB by default), at about 60 bytes a trace.
 TRACES_PER_QUERY = 2000
-_NO_PARENT = bytes(8)
 _STORED = (
     "team_id, trace_id, span_id, has_parent, parent_span_id, name, service, kind, "
     "start_ns, end_ns, attributes, events, status, status_message"
@@ -92,14 +91,14 @@ class ClickHouseSpanStore(SpanStore):
         result: WriteResult = self._writer.write(batches)
         return result
 
-    def _rows(self, traces: Sequence[Trace], where: str = "") -> list[tuple[Any, ...]]:
+    def _rows(self, traces: Sequence[Trace]) -> list[tuple[Any, ...]]:
         """The stored spans of ``traces`` (whole, duplicates left out), by trace."""
         rows: list[tuple[Any, ...]] = []
         for chunk in _chunks(list(traces), TRACES_PER_QUERY):
             keys = trace_keys_sql((t.team_id, bytes(t.trace_id)) for t in chunk)
             sql = (
                 f"SELECT {_STORED} FROM {span_table(self.config)} "  # noqa: S608
-                f"WHERE (team_id, trace_id) IN {keys}{_day_bounds(chunk)}{where}"
+                f"WHERE (team_id, trace_id) IN {keys}{_day_bounds(chunk)}"
             )
             with clickhouse(self.config) as client:
                 rows += client.execute(sql)
