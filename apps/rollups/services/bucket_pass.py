@@ -199,10 +199,10 @@ def _rewrite(
             pipeline_id=pipeline_id, resolution=resolution, bucket_start__in=buckets
         ).delete()[0]
     if pipeline is not None:
-        rows, llm = [], []
+        rows: list[RollupBucket] = []
+        llm: list[LlmBucket] = []
         if plan["samples"]:
-            rows += rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
-            llm += rollup_compute.llm_rows_from_samples(pipeline, resolution, plan["samples"])
+            rows, llm = rollup_compute.rows_from_samples(pipeline, resolution, plan["samples"])
         if plan["children"]:
             rows += rollup_compute.rows_from_children(pipeline, resolution, plan["children"])
             llm += rollup_compute.llm_rows_from_children(pipeline, resolution, plan["children"])
