@@ -470,7 +470,8 @@ def _end_to_end(
 # as the driver waiting for its answer).
 PROFILED_STEPS = {
     "raw_batches_drain", "span_rows_decode", "spans_write", "span_rows_store",
-    "_traces_lock", "_stored", "_batches_sent", "_insert", "_traces_update",
+    "_traces_lock", "_taken", "_stored", "_batches_sent", "_traces_create", "_insert",
+    "_traces_update",
     "traces_finalize_due", "spans_of_traces", "spans_projected",
 }  # fmt: skip
 
@@ -590,6 +591,9 @@ def _run() -> None:
         for name, phase in e2e.items():
             for replica, parts in phase.get("ch_replicas", {}).items():
                 print(f"  ClickHouse {replica}, {name}: {parts}")
+        for name, phase in e2e.items():
+            for query, us in phase.get("pg_top_statements_us_per_span", {}).items():
+                print(f"  PostgreSQL, {name}: {us:6.1f} us/span  {query}")
         profile = _profile(token, rng)
         print("\nWorker profile (drain + finalize, in process), top functions by own time")
         print(profile)

@@ -19,6 +19,10 @@ Per phase, from its start to the last trace finalized:
   database are summed too (``_WalCopy``): the database's own WAL.
 - PostgreSQL's tables: the growth of the span table (every partition, with indexes and
   TOAST), the traces and the stage samples, each per span stored.
+- PostgreSQL's statements: where the server loads ``pg_stat_statements``, the time the
+  bench database's statements took to plan and run, per span, and the five that took
+  most. Unlike the CPU of its backends, it leaves out what other work on the machine
+  makes them wait for, so it compares two stores on a busy machine better.
 - ClickHouse: on each replica, ``spans_local``'s active parts (bytes on disk, and the
   columns' bytes uncompressed) per span that replica holds.
 """
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection
 
 # Seconds of WAL watched before a phase, while nothing of the bench writes.
 QUIET_S = 5.0
@@ -89,6 +93,37 @@ def _wal() -> tuple[int, int]:
         )
         row = cursor.fetchone()
     return int(row[0]), int(row[1])
+
+
+def _statements() -> dict[str, float] | None:
+    """Milliseconds each statement of the bench database has taken to plan and run so
+    far, by its text; None where the server does not load ``pg_stat_statements``."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            cursor.execute(
+                "SELECT query, sum(total_exec_time + total_plan_time) FROM pg_stat_statements "
+                "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "GROUP BY query"
+            )
+            return {query: float(ms) for query, ms in cursor.fetchall()}
+    except DatabaseError:
+        return None
+
+
+def _statements_spent(
+    before: dict[str, float] | None, after: dict[str, float] | None, spans: int
+) -> dict[str, Any]:
+    if before is None or after is None or not spans:
+        return {"pg_statement_us_per_span": None}
+    spent = {query: ms - before.get(query, 0.0) for query, ms in after.items()}
+    top = sorted(spent.items(), key=lambda item: -item[1])[:5]
+    return {
+        "pg_statement_us_per_span": round(sum(spent.values()) * 1000 / spans, 1),
+        "pg_top_statements_us_per_span": {
+            " ".join(query.split())[:80]: round(ms * 1000 / spans, 1) for query, ms in top
+        },
+    }
 
 
 # A pg_waldump record line: its total length, and the database of its first block.
@@ -256,6 +291,7 @@ class StorageMeter:
         self.started = time.monotonic()
         self.tables_from = {name: _relation_bytes(t) for name, t in _pg_tables().items()}
         self.parts_from = _replicas_parts(self.url) if self.url else {}
+        self.statements_from = _statements()
 
     def tick(self) -> None:
         """Every few seconds while the phase runs: keep the WAL it writes."""
@@ -279,6 +315,7 @@ class StorageMeter:
             "pg_wal_quiet_mb_per_s": round(self.quiet_wal_per_s / 1e6, 2),
             **{f"pg_{name}_bytes_per_span": _per(size, spans) for name, size in grown.items()},
             "pg_bytes_per_span": _per(sum(grown.values()), spans),
+            **_statements_spent(self.statements_from, _statements(), spans),
         }
         if self.url:
             figures |= self._clickhouse(spans)

@@ -5,20 +5,24 @@ Inside the drain's transaction, which holds its raw batches:
 
 1. the batches' rows are decoded and their copies folded: a span is (team, trace, span
    id, start), kept from the lowest batch that carries it;
-2. the touched traces' rows are created (empty) and locked in id order, so that two
-   drains touching one trace take turns;
-3. the stored spans of the traces that may hold some already are looked up: traces with
+2. what each trace takes is counted, every trace first taken as new (nearly all are).
+   The stored spans of the traces that may hold some already are looked up: traces with
    spans before, and those of batches an earlier drain sent but did not commit
    (``span_batches`` records every batch before its spans go). A span stored by another
    batch is not new; one stored by a batch of this drain (its earlier try) is new to
-   PostgreSQL but is not sent again;
-4. a trace these spans would carry past its limits takes them root first, then by start,
-   and counts the rest as dropped, as the PostgreSQL store does;
-5. the batches are recorded and the new spans inserted as one block sorted by the table's
+   PostgreSQL but is not sent again. A trace these spans would carry past its limits
+   takes them root first, then by start, and counts the rest as dropped, as the
+   PostgreSQL store does;
+3. the traces are created complete, in one write, in (team, trace) order; those that
+   exist (or that another drain creates meanwhile) conflict, and are then locked in id
+   order, so that two drains touching one trace take turns, their stored spans looked
+   up as above and what they take counted again;
+4. the batches are recorded and the new spans inserted as one block sorted by the table's
    key, with the quorum and a synchronous distributed insert: acknowledged means on the
    quorum of each shard's replicas;
-6. only then are the traces' counters written. The drain then deletes its batches and
-   commits; if anything fails before, the batches stay and the next drain redoes it.
+5. only then are the old traces' counters written. The drain then deletes its batches
+   and commits; if anything fails before, all of it is rolled back, the batches stay and
+   the next drain redoes it.
 
 A cluster that refuses (a replica or ZooKeeper away, the quorum short) raises
 ``SpanStoreUnavailable``: the pass is redone later and no batch is blamed.
@@ -53,17 +57,24 @@ _NO_PARENT = bytes(8)
 SpanKey = tuple[int, bytes, bytes, int]
 TraceKey = tuple[int, bytes]
 
-# Trace rows for the drain's traces, created empty where missing, in one (team, trace)
-# order by every drain so that concurrent drains queue instead of deadlocking.
+# The drain's new traces, written once with what they take, in one (team, trace) order
+# by every drain so that drains creating the same traces queue instead of deadlocking. A
+# trace another drain created meanwhile conflicts and is left out of what is returned.
 _CREATE_TRACES = f"""
     INSERT INTO {_TRACE} (team_id, trace_id, state, first_seen_at, last_span_at, span_count,
         incomplete, error, untracked_critical_ns, revision, root_name, root_service,
-        byte_count, spans_dropped, bytes_dropped)
-    SELECT t.team_id, t.trace_id, {TraceState.OPEN}, %(now)s, %(now)s, 0, false, false, 0, 0,
-        '', '', 0, 0, 0
-    FROM unnest(%(teams)s::bigint[], %(traces)s::bytea[]) AS t(team_id, trace_id)
+        byte_count, spans_dropped, bytes_dropped, root_span_id, first_span_start_ns,
+        last_span_start_ns)
+    SELECT t.team_id, t.trace_id, {TraceState.OPEN}, %(now)s, %(now)s, t.spans, false, false,
+        0, 0, '', '', t.bytes, t.dropped, t.dropped_bytes, t.root, t.first_start, t.last_start
+    FROM unnest(%(teams)s::bigint[], %(traces)s::bytea[], %(spans)s::int[],
+        %(bytes)s::bigint[], %(dropped)s::int[], %(dropped_bytes)s::bigint[],
+        %(roots)s::bytea[], %(firsts)s::bigint[], %(lasts)s::bigint[])
+        AS t(team_id, trace_id, spans, bytes, dropped, dropped_bytes, root, first_start,
+            last_start)
     ORDER BY 1, 2
     ON CONFLICT (team_id, trace_id) DO NOTHING
+    RETURNING team_id, trace_id, id
 """  # noqa: S608 - the table's name from the model
 _LOCK_TRACES = f"""
     SELECT t.id, t.team_id, t.trace_id, t.span_count, t.byte_count,
@@ -119,9 +130,27 @@ class _Added:
     dropped_bytes: int = 0
 
 
+@dataclass
+class _Job:
+    """One drain's spans, and what is known of them in the store."""
+
+    spans: dict[SpanKey, tuple[int, DecodedRow]]
+    by_trace: dict[TraceKey, list[SpanKey]]
+    # The batches that carry spans of each trace, and those sent before by a drain that
+    # did not commit.
+    carried: dict[TraceKey, set[int]]
+    resent: set[int]
+    batch_ids: set[int]
+    # Spans stored already, with the batch that stored them.
+    stored: dict[SpanKey, int] = field(default_factory=dict)
+
+
 def _size(row: DecodedRow) -> int:
     """A span's size, about, as its readers hold it: its name, attributes and events."""
     return len(row[8]) + len(row[12]) + len(row[13])
+
+
+_NEW = _Held(pk=0, spans=0, bytes=0, has_root=False, had_spans=False)
 
 
 class ClickHouseSpanWriter:
@@ -142,28 +171,40 @@ class ClickHouseSpanWriter:
         by_trace: dict[TraceKey, list[SpanKey]] = defaultdict(list)
         for key in spans:
             by_trace[(key[0], key[1])].append(key)
-        held = self._traces_lock(sorted(by_trace), now)
         batch_ids = {batch_id for batch_id, _ in batches}
-        stored = self._stored(by_trace, held, carried, batch_ids)
-        added: dict[TraceKey, _Added] = {}
-        block: list[tuple[int, DecodedRow]] = []
-        for trace, keys in by_trace.items():
-            # Spans another batch stored are not new; this drain's own earlier try's are.
-            fresh = [k for k in keys if stored.get(k) is None or stored[k] in batch_ids]
-            taken = self._within_limits(fresh, held[trace], spans)
-            added[trace] = taken
-            block += [spans[k] for k in taken.spans if k not in stored]
+        job = _Job(spans, by_trace, carried, self._batches_sent(sorted(batch_ids)), batch_ids)
+        # Every trace is first taken as new, as nearly all are: created complete, in one
+        # write. Those that exist conflict, and are then locked and filled.
+        traces = sorted(by_trace)
+        added = self._taken(job, {}, traces)
+        created = self._traces_create(added, spans, now)
+        held: dict[TraceKey, _Held] = {}
+        old = [trace for trace in traces if trace not in created]
+        if old:
+            held = self._traces_lock(old)
+            added |= self._taken(job, held, old)
+            # One deleted since it conflicted takes nothing, as in the PostgreSQL store.
+            for trace in old:
+                if trace not in held:
+                    del added[trace]
+        block = [
+            spans[key] for taken in added.values() for key in taken.spans if key not in job.stored
+        ]
         self._insert(block, batch_ids, now)
-        return self._traces_update(added, held, spans, now)
+        result = self._traces_update({trace: added[trace] for trace in held}, held, spans, now)
+        return WriteResult(
+            spans_new=result.spans_new + sum(len(added[trace].spans) for trace in created),
+            traces_touched=result.traces_touched
+            + sum(1 for trace in created if added[trace].spans),
+        )
 
-    def _traces_lock(self, traces: list[TraceKey], now: Any) -> dict[TraceKey, _Held]:
-        params = {
-            "now": now,
+    def _traces_lock(self, traces: list[TraceKey]) -> dict[TraceKey, _Held]:
+        """The traces of these that exist, locked, with what they hold."""
+        params: dict[str, Any] = {
             "teams": array_literal([team for team, _ in traces]),
             "traces": [trace for _, trace in traces],
         }
         with connection.cursor() as cursor:
-            cursor.execute(_CREATE_TRACES, params)
             cursor.execute(_LOCK_TRACES, params)
             rows = cursor.fetchall()
         return {
@@ -171,24 +212,40 @@ class ClickHouseSpanWriter:
             for pk, team, trace, count, size, root, had in rows
         }
 
+    def _taken(
+        self, job: _Job, held: dict[TraceKey, _Held], traces: list[TraceKey]
+    ) -> dict[TraceKey, _Added]:
+        """What each of these traces takes of the drain's spans: the new ones, within its
+        limits. A trace without a row yet holds nothing, in PostgreSQL; ClickHouse may
+        hold spans of it that a drain sent without committing."""
+        look = [
+            trace
+            for trace in traces
+            if (trace in held and held[trace].had_spans) or job.carried[trace] & job.resent
+        ]
+        job.stored |= self._stored(job.by_trace, look)
+        added: dict[TraceKey, _Added] = {}
+        for trace in traces:
+            # Spans another batch stored are not new; this drain's own earlier try's are.
+            fresh = [
+                key
+                for key in job.by_trace[trace]
+                if job.stored.get(key) is None or job.stored[key] in job.batch_ids
+            ]
+            added[trace] = self._within_limits(fresh, held.get(trace, _NEW), job.spans)
+        return added
+
     def _stored(
-        self,
-        by_trace: dict[TraceKey, list[SpanKey]],
-        held: dict[TraceKey, _Held],
-        carried: dict[TraceKey, set[int]],
-        batch_ids: set[int],
+        self, by_trace: dict[TraceKey, list[SpanKey]], look: list[TraceKey]
     ) -> dict[SpanKey, int]:
-        """The drain's spans stored already, with the batch that stored them.
+        """The spans of these traces stored already, with the batch that stored them.
 
         Read from whichever replica answers, without ``select_sequential_consistency``
         (an old server keeps refusing it once a day it counted in a quorum is dropped):
         an acknowledged insert is on the quorum, and a refused one that reached a replica
         is found here or, sent again as the same block, stored once by the replicas."""
-        resent = self._batches_sent(sorted(batch_ids))
-        look = sorted(
-            trace for trace in by_trace if held[trace].had_spans or carried[trace] & resent
-        )
         stored: dict[SpanKey, int] = {}
+        look = sorted(look)
         for index in range(0, len(look), TRACES_PER_QUERY):
             chunk = look[index : index + TRACES_PER_QUERY]
             sql = (
@@ -286,6 +343,40 @@ class ClickHouseSpanWriter:
                     settings=insert,
                 )
 
+    def _traces_create(
+        self,
+        added: dict[TraceKey, _Added],
+        spans: dict[SpanKey, tuple[int, DecodedRow]],
+        now: Any,
+    ) -> dict[TraceKey, int]:
+        """Create the new traces with what they take; return those created, by pk."""
+        if not added:
+            return {}
+        traces = sorted(added)
+        params = {
+            "now": now,
+            "teams": array_literal([team for team, _ in traces]),
+            "traces": [trace for _, trace in traces],
+            **_figures([added[trace] for trace in traces], spans),
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_CREATE_TRACES, params)
+            created = {(team, bytes(trace)): pk for team, trace, pk in cursor.fetchall()}
+        trace_fill_remember(
+            fills=[
+                TraceFill(
+                    trace[0],
+                    trace[1],
+                    pk,
+                    len(added[trace].spans),
+                    added[trace].bytes,
+                    any(spans[key][1][7] is None for key in added[trace].spans),
+                )
+                for trace, pk in created.items()
+            ]
+        )
+        return created
+
     def _traces_update(
         self,
         added: dict[TraceKey, _Added],
@@ -293,31 +384,15 @@ class ClickHouseSpanWriter:
         spans: dict[SpanKey, tuple[int, DecodedRow]],
         now: Any,
     ) -> WriteResult:
-        ids: list[int] = []
-        counts: list[int] = []
-        sizes: list[int] = []
-        dropped: list[int] = []
-        dropped_bytes: list[int] = []
-        roots: list[bytes | None] = []
-        firsts: list[int | None] = []
-        lasts: list[int | None] = []
-        for trace, taken in added.items():
-            starts = [key[3] for key in taken.spans]
-            root_ids = [key[2] for key in taken.spans if spans[key][1][7] is None]
-            ids.append(held[trace].pk)
-            counts.append(len(taken.spans))
-            sizes.append(taken.bytes)
-            dropped.append(taken.dropped)
-            dropped_bytes.append(taken.dropped_bytes)
-            roots.append(min(root_ids) if root_ids else None)
-            firsts.append(min(starts) if starts else None)
-            lasts.append(max(starts) if starts else None)
+        """Add to the old traces what they take."""
+        if not added:
+            return WriteResult()
+        traces = list(added)
         params = {
-            "now": now, "ids": array_literal(ids), "spans": array_literal(counts),
-            "bytes": array_literal(sizes), "dropped": array_literal(dropped),
-            "dropped_bytes": array_literal(dropped_bytes), "roots": roots,
-            "firsts": array_literal(firsts), "lasts": array_literal(lasts),
-        }  # fmt: skip
+            "now": now,
+            "ids": array_literal([held[trace].pk for trace in traces]),
+            **_figures([added[trace] for trace in traces], spans),
+        }
         with connection.cursor() as cursor:
             cursor.execute(_UPDATE_TRACES, params)
             updated = cursor.fetchall()
@@ -327,6 +402,29 @@ class ClickHouseSpanWriter:
                 for team, trace, pk, count, size, root in updated
             ]
         )
+        counts = [len(taken.spans) for taken in added.values()]
         return WriteResult(
             spans_new=sum(counts), traces_touched=sum(1 for count in counts if count)
         )
+
+
+def _figures(added: list[_Added], spans: dict[SpanKey, tuple[int, DecodedRow]]) -> dict[str, Any]:
+    """What the drain adds to each of these traces, as the arrays its SQL takes."""
+    firsts: list[int | None] = []
+    lasts: list[int | None] = []
+    roots: list[bytes | None] = []
+    for taken in added:
+        starts = [key[3] for key in taken.spans]
+        root_ids = [key[2] for key in taken.spans if spans[key][1][7] is None]
+        roots.append(min(root_ids) if root_ids else None)
+        firsts.append(min(starts) if starts else None)
+        lasts.append(max(starts) if starts else None)
+    return {
+        "spans": array_literal([len(taken.spans) for taken in added]),
+        "bytes": array_literal([taken.bytes for taken in added]),
+        "dropped": array_literal([taken.dropped for taken in added]),
+        "dropped_bytes": array_literal([taken.dropped_bytes for taken in added]),
+        "roots": roots,
+        "firsts": array_literal(firsts),
+        "lasts": array_literal(lasts),
+    }
