@@ -58,6 +58,9 @@ setup: install db
 	@echo "Bringing the database schema up to date…"
 	DEBUG=true $(PY) manage.py migrate --noinput --verbosity 0
 	DEBUG=true $(PY) manage.py collectstatic --noinput --verbosity 0
+ifneq ($(SPAN_STORE_URL),)
+	DEBUG=true $(PY) manage.py span_store_migrate
+endif
 	DEBUG=true $(PY) manage.py demo_setup --site-url $(SITE_URL)
 
 # What `make run` logs: the worker's and the scheduler's level, and that of the development
