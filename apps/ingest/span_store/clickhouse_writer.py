@@ -141,8 +141,9 @@ class _Job:
     carried: dict[TraceKey, set[int]]
     resent: set[int]
     batch_ids: set[int]
-    # Spans stored already, with the batch that stored them.
+    # Spans stored already, with the batch that stored them, and the traces looked up.
     stored: dict[SpanKey, int] = field(default_factory=dict)
+    looked: set[TraceKey] = field(default_factory=set)
 
 
 def _size(row: DecodedRow) -> int:
@@ -191,11 +192,11 @@ class ClickHouseSpanWriter:
             spans[key] for taken in added.values() for key in taken.spans if key not in job.stored
         ]
         self._insert(block, batch_ids, now)
-        result = self._traces_update({trace: added[trace] for trace in held}, held, spans, now)
+        self._traces_update({trace: added[trace] for trace in held}, held, spans, now)
+        # ``added`` holds the traces created and those locked: every trace that took spans.
         return WriteResult(
-            spans_new=result.spans_new + sum(len(added[trace].spans) for trace in created),
-            traces_touched=result.traces_touched
-            + sum(1 for trace in created if added[trace].spans),
+            spans_new=sum(len(taken.spans) for taken in added.values()),
+            traces_touched=sum(1 for taken in added.values() if taken.spans),
         )
 
     def _traces_lock(self, traces: list[TraceKey]) -> dict[TraceKey, _Held]:
@@ -221,9 +222,11 @@ class ClickHouseSpanWriter:
         look = [
             trace
             for trace in traces
-            if (trace in held and held[trace].had_spans) or job.carried[trace] & job.resent
+            if trace not in job.looked
+            and ((trace in held and held[trace].had_spans) or job.carried[trace] & job.resent)
         ]
         job.stored |= self._stored(job.by_trace, look)
+        job.looked.update(look)
         added: dict[TraceKey, _Added] = {}
         for trace in traces:
             # Spans another batch stored are not new; this drain's own earlier try's are.
@@ -383,10 +386,10 @@ class ClickHouseSpanWriter:
         held: dict[TraceKey, _Held],
         spans: dict[SpanKey, tuple[int, DecodedRow]],
         now: Any,
-    ) -> WriteResult:
+    ) -> None:
         """Add to the old traces what they take."""
         if not added:
-            return WriteResult()
+            return
         traces = list(added)
         params = {
             "now": now,
@@ -401,10 +404,6 @@ class ClickHouseSpanWriter:
                 TraceFill(team, bytes(trace), pk, count, size, root)
                 for team, trace, pk, count, size, root in updated
             ]
-        )
-        counts = [len(taken.spans) for taken in added.values()]
-        return WriteResult(
-            spans_new=sum(counts), traces_touched=sum(1 for count in counts if count)
         )
 
 

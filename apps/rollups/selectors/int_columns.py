@@ -7,23 +7,19 @@ big-endian 8-byte integers (``int8send``), which numpy reads in place: about
 three times faster than fetching rows, or than ``COPY ... (FORMAT BINARY)``, which
 psycopg hands over one row at a time.
 
-The bytea comes back in binary. Django's cursors bind parameters client-side, and psycopg
-gives such cursors text results only, where a bytea travels as hex: twice its size,
-encoded by the server and decoded here, most of the cost of a wide fetch. A psycopg
-cursor of the same connection that binds on the server takes it as it is, wrapped as
-Django wraps its own (error translation, query logging, execute wrappers).
+The bytea comes back in binary, through ``server_bound_cursor``: Django's cursors bind
+parameters client-side, and psycopg gives such cursors text results only, where a bytea
+travels as hex: twice its size, encoded by the server and decoded here, most of the cost
+of a wide fetch.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import psycopg
-from django.db import connection
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model, QuerySet
 from numpy.typing import NDArray
+
+from apps.core.binary_sql import server_bound_cursor
 
 
 def int_columns(queryset: QuerySet[Model, Any], *fields: Any) -> NDArray[np.int64]:
@@ -34,20 +30,10 @@ def int_columns(queryset: QuerySet[Model, Any], *fields: Any) -> NDArray[np.int6
     names = [f"c{index}" for index in range(len(fields))]
     packed = " || ".join(f"int8send({name}::int8)" for name in names)
     statement = f"SELECT string_agg({packed}, ''::bytea) FROM ({sql}) AS q({', '.join(names)})"
-    with _binary_cursor() as cursor:
-        cursor.execute(statement, params)
-        (data,) = cursor.fetchone()
+    with server_bound_cursor() as cursor:
+        cursor.execute(statement, params, binary=True)
+        row = cursor.fetchone()
+    data = row[0] if row else None
     if data is None:
         return np.empty((0, len(fields)), dtype=np.int64)
     return np.frombuffer(data, dtype=">i8").astype(np.int64).reshape(-1, len(fields))
-
-
-@contextmanager
-def _binary_cursor() -> Iterator[CursorWrapper]:
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    raw = psycopg.Cursor(connection.connection)
-    raw.format = psycopg.pq.Format.BINARY
-    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
-    with wrapper(raw, connection) as cursor:
-        yield cursor
