@@ -487,6 +487,12 @@ TRACE_IDLE_SECONDS = _seconds("TRACE_IDLE_SECONDS", default=10.0)
 # is final once TRACE_IDLE_SECONDS pass; a span in between recomputes it.
 TRACE_SETTLE_SECONDS = _seconds("TRACE_SETTLE_SECONDS", default=2.0)
 TRACE_MAX_WAIT_SECONDS = _seconds("TRACE_MAX_WAIT_SECONDS", default=300.0)
+# The worker rewrites a 10 s rollup bucket once it has been dirty this long, and then at
+# most once per this period while its traces are analyzed: each rewrite reads all of the
+# bucket's samples, so rewriting it after every finalize pass read each sample about ten
+# times. Dashboards and budget checks see a trace up to this much later; 0 rewrites a
+# bucket at the first pass after its samples change.
+ROLLUP_SETTLE_SECONDS = _seconds("ROLLUP_SETTLE_SECONDS", default=3.0)
 # Isolation of the shared passes (see apps/core/quarantine.py): one trace's analysis
 # running past this is interrupted and the trace quarantined; 0 turns the budget off.
 TRACE_ANALYSIS_TIME_BUDGET_S = _seconds("TRACE_ANALYSIS_TIME_BUDGET_S", default=5.0)

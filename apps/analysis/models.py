@@ -7,6 +7,8 @@ the samples.
 """
 
 from django.db import models
+from django.db.models.functions import Now
+from django.utils import timezone
 
 
 class StageSample(models.Model):
@@ -94,12 +96,18 @@ class DirtyBucket(models.Model):
     in the transaction that rewrites the bucket, so a crash leaves it to redo. A
     bucket whose rewrite failed keeps its row with ``quarantined_at`` set: later
     passes skip it (new samples only touch ``marked_at``) until it is released.
+
+    ``dirty_since`` is when the row was made and stays as it is while marks touch it: the
+    worker's passes leave a finest bucket until it has been dirty for
+    ``ROLLUP_SETTLE_SECONDS``, so a bucket whose traces are analyzed one pass after another
+    is rewritten once per that period, not once per pass.
     """
 
     pipeline_id = models.BigIntegerField()
     resolution = models.PositiveIntegerField()
     bucket_start = models.DateTimeField()
     marked_at = models.DateTimeField(auto_now=True)
+    dirty_since = models.DateTimeField(default=timezone.now, db_default=Now())
     quarantined_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -2,6 +2,7 @@ import time
 from functools import partial
 
 from celery import shared_task
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
@@ -29,7 +30,9 @@ def rollup_pass_schedule(**_signal: object) -> None:
 # in a second that already had its pass, wait a beat at most. A busy run keeps going;
 # the passes queued meanwhile expire unrun. Each pass that rewrote 10 s buckets has
 # their pipelines' budgets checked by a task of its own, which another worker may
-# take at once, instead of adding to this run's time.
+# take at once, instead of adding to this run's time. A 10 s bucket first marked less
+# than ROLLUP_SETTLE_SECONDS ago is left to a later pass, which then reads its samples
+# once for what several passes would have read again and again.
 ROLLUP_TIME_BUDGET_S = 5.0
 
 
@@ -37,7 +40,7 @@ ROLLUP_TIME_BUDGET_S = 5.0
 def process_dirty_rollups() -> None:
     deadline = time.monotonic() + ROLLUP_TIME_BUDGET_S
     while time.monotonic() < deadline:
-        result = rollups_process_dirty()
+        result = rollups_process_dirty(settle_s=settings.ROLLUP_SETTLE_SECONDS)
         if changed := result.pipelines.get(BUCKET_S):
             transaction.on_commit(partial(check_budgets_promptly.delay, sorted(changed)))
         if not result.buckets:

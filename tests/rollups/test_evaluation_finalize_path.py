@@ -1,10 +1,12 @@
-"""A finalize pass that wrote samples gets them rolled up at once, and so the budgets checked."""
+"""A finalize pass that wrote samples gets them rolled up, and so the budgets checked: at
+once with ROLLUP_SETTLE_SECONDS=0, by the first pass after the settle time otherwise."""
 
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db.models import Sum
+from django.test import override_settings
 from django.utils import timezone
 
 from apps.analysis.models import DirtyBucket
@@ -14,6 +16,7 @@ from apps.ingest.models import Encoding, Trace
 from apps.ingest.services.batches import raw_batch_store, raw_batches_drain
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Measure, RollupBucket, Violation
+from apps.rollups.tasks import process_dirty_rollups
 from apps.teams.models import Team
 from tests.builders.configuration import make_pipeline, make_rule, make_stage
 from tests.builders.spans import encode, retrieval_request
@@ -74,6 +77,7 @@ def start_of_a_second() -> int:
     return int(time.time())
 
 
+@override_settings(ROLLUP_SETTLE_SECONDS=0)
 def test_a_finalize_pass_rolls_up_its_samples_and_opens_the_violation_before_any_beat(
     world: TeamWorld, eager: None, django_capture_on_commit_callbacks: object
 ) -> None:
@@ -107,6 +111,7 @@ def test_a_finalize_pass_without_samples_leaves_the_rollups_to_the_beat(
     assert DirtyBucket.objects.filter(pipeline_id=pipeline.pk).exists()
 
 
+@override_settings(ROLLUP_SETTLE_SECONDS=0)
 def test_finalize_passes_get_one_rollup_pass_a_second(
     world: TeamWorld, eager: None, django_capture_on_commit_callbacks: object
 ) -> None:
@@ -133,3 +138,23 @@ def test_finalize_passes_get_one_rollup_pass_a_second(
 
     assert rolled_up(pipeline, retrieval) == 15
     assert not DirtyBucket.objects.exists()
+
+
+def test_with_a_settle_time_the_buckets_wait_for_the_first_pass_after_it(
+    world: TeamWorld, eager: None, django_capture_on_commit_callbacks: object
+) -> None:
+    pipeline, retrieval = rag_pipeline(world.team)
+    go_quiet(ingest_requests(world.team, first_id=1, count=30, retrieval_ms=600))
+
+    with override_settings(ROLLUP_SETTLE_SECONDS=30):
+        finalize_run(django_capture_on_commit_callbacks)
+        # The pass the finalize run enqueued found its buckets too fresh.
+        assert rolled_up(pipeline, retrieval) == 0
+        assert not Violation.objects.exists()
+        DirtyBucket.objects.update(dirty_since=timezone.now() - timedelta(seconds=30))
+        with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
+            process_dirty_rollups.apply()
+
+    assert rolled_up(pipeline, retrieval) == 30
+    assert Violation.objects.get().stage == retrieval
+    assert BudgetEvaluation.objects.get(pipeline=pipeline).evaluated_at == NEVER

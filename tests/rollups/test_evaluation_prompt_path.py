@@ -1,12 +1,14 @@
 """A rollup pass gets the budgets of the pipelines it rewrote checked, through the task queue."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
+from apps.analysis.models import DirtyBucket
 from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.pipelines.models import Pipeline, Stage
 from apps.rollups.models import BudgetEvaluation, Violation
@@ -29,12 +31,15 @@ def rag_pipeline(world: TeamWorld, slug: str) -> tuple[Pipeline, Stage]:
 
 
 def slow_retrievals_just_finalized(pipeline: Pipeline, stage: Stage, count: int = 30) -> None:
-    """Traces of the last half minute whose retrieval took 600 ms, their buckets marked dirty."""
+    """Traces of the last half minute whose retrieval took 600 ms, their buckets marked
+    dirty as long ago as the worker's passes wait before rewriting them."""
     now_ns = int(timezone.now().timestamp() * S)
     starts = [now_ns - (30 - i) * S for i in range(count)]
     for start_ns in starts:
         make_sample(make_trace(pipeline, start_ns=start_ns, duration_ms=700), stage, 600)
     dirty_buckets_mark((pipeline.pk, start_ns) for start_ns in starts)
+    settled = timezone.now() - timedelta(seconds=settings.ROLLUP_SETTLE_SECONDS)
+    DirtyBucket.objects.filter(pipeline_id=pipeline.pk).update(dirty_since=settled)
 
 
 def test_a_rollup_pass_checks_only_the_pipelines_it_rewrote(

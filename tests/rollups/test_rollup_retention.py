@@ -116,6 +116,10 @@ def test_the_rollup_task_rolls_up_recent_traces_and_the_expiry_task_keeps_them(
         pipeline, stages, rng=np.random.default_rng(1), n=30, from_ns=recent, span_s=60
     )
 
+    # As the worker finds them once they have been dirty for the settle time.
+    DirtyBucket.objects.update(
+        dirty_since=timezone.now() - timedelta(seconds=settings.ROLLUP_SETTLE_SECONDS)
+    )
     process_dirty_rollups()
     expire_rollups()
 

@@ -26,7 +26,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import QuerySet
@@ -73,12 +73,25 @@ def rollup_buckets_release(dirty_ids: list[int]) -> int:
     return DirtyBucket.objects.filter(pk__in=dirty_ids).update(quarantined_at=None)
 
 
-def rollups_process_dirty(*, limit: int = 500, now: datetime | None = None) -> RollupResult:
-    """Recompute up to ``limit`` dirty buckets of each resolution, finest first."""
+def rollups_process_dirty(
+    *, limit: int = 500, now: datetime | None = None, settle_s: float = 0.0
+) -> RollupResult:
+    """Recompute up to ``limit`` dirty buckets of each resolution, finest first.
+
+    With ``settle_s``, a finest bucket waits until it has been dirty that long: while
+    its traces are being analyzed, pass after pass, it is rewritten once per period
+    instead of once per pass, each time reading all its samples again. Coarser buckets
+    are merged from their children's rows, which costs little, and are never held.
+    """
     now = now or timezone.now()
     result = RollupResult()
     for resolution in RESOLUTIONS:
-        bucket_pass = ResolutionPass(resolution, limit=limit, now=now)
+        settled_before = None
+        if settle_s > 0 and resolution == RESOLUTIONS[0]:
+            settled_before = now - timedelta(seconds=settle_s)
+        bucket_pass = ResolutionPass(
+            resolution, limit=limit, now=now, settled_before=settled_before
+        )
         result.add(bucket_pass.result(pass_run(bucket_pass)))
     return result
 
@@ -106,13 +119,18 @@ class ResolutionPass(IsolatedPass[Claimed, Claimed, _Rewritten]):
     kind = QuarantineKind.ROLLUP_BUCKET
     crash_guard = False
 
-    def __init__(self, resolution: int, *, limit: int, now: datetime) -> None:
+    def __init__(
+        self, resolution: int, *, limit: int, now: datetime, settled_before: datetime | None = None
+    ) -> None:
         self.resolution = resolution
         self.max_items = limit
         self.now = now
+        self.settled_before = settled_before
 
     def waiting(self) -> QuerySet[Any]:
         dirty = DirtyBucket.objects.filter(resolution=self.resolution, quarantined_at__isnull=True)
+        if self.settled_before is not None:
+            dirty = dirty.filter(dirty_since__lte=self.settled_before)
         return dirty.order_by("bucket_start", "id").values_list("id", "pipeline_id", "bucket_start")
 
     def begin(self, items: list[Claimed]) -> list[Claimed]:
