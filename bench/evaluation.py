@@ -7,16 +7,18 @@ time, then at 600 ms. The schedule is simulated in process on a virtual clock:
 traces are analyzed (Trace and StageSample rows, buckets marked dirty) at the first
 whole second, as the 1 s finalize beat does, after their end plus the default 2 s
 settle time; for comparison also right after their end, and after the 10 s idle
-wait (the settle time raised to it: samples only once a trace is final). A rollup pass runs right
-after each finalize pass that wrote samples (as the pass the finalize task
-enqueues, at most one a second), and on the 2 s rollup beat; each is followed by
-the prompt check of the pipelines whose 10 s buckets it rewrote (as the task it
-enqueues would). The regular evaluation runs every 10 s; all are given the
-virtual time. The default schedule is also run with the regular evaluation alone,
-for comparison. The window is full before the step; step times are spread over the
-evaluation period, one per pipeline, 40 in each mode. The latency is the virtual
-time at which the violation opened minus the step time. With a full window of
-steady traffic, p95 flips once 5 % of the window is slow: 15 s of a 300 s window.
+wait (the settle time raised to it: samples only once a trace is final). A rollup
+pass runs right after each finalize pass that wrote samples (as the pass the
+finalize task enqueues, at most one a second), and on the 2 s rollup beat; it
+rewrites the 10 s buckets dirty for the rollup settle time
+(``ROLLUP_SETTLE_SECONDS``, default 3 s; for comparison also 0, every pass), and is
+followed by the prompt check of the pipelines whose 10 s buckets it rewrote (as
+the task it enqueues would). The regular evaluation runs every 10 s; all are given
+the virtual time. The default schedule is also run with the regular evaluation
+alone, for comparison. The window is full before the step; step times are spread
+over the evaluation period, one per pipeline, 40 in each mode. The latency is the
+virtual time at which the violation opened minus the step time. With a full window
+of steady traffic, p95 flips once 5 % of the window is slow: 15 s of a 300 s window.
 
 Cost. 20 pipelines of 20 budgeted stages, each with a full 300 s window of
 rollups (10 s buckets of 50 values and their minute buckets, 21 scopes; the
@@ -51,12 +53,15 @@ COST_PIPELINES = 20
 COST_STAGES = 20
 COST_PASSES = 20
 STEPS = 40
-# (when traces are analyzed, delay after their end in s, seed, prompt checks on)
+ROLLUP_SETTLE_S = 3.0  # the default of ROLLUP_SETTLE_SECONDS
+# (when traces are analyzed, delay after their end in s, rollup settle time in s, seed,
+# prompt checks on)
 DETECTION_RUNS = (
-    ("2 s after the end (default settle time)", 2.0, 3, True),
-    ("2 s after the end (default settle time)", 2.0, 3, False),
-    ("at the trace's end", 0.0, 1, True),
-    ("10 s after the end (settle time = idle wait)", 10.0, 2, True),
+    ("2 s after the end (default settle time)", 2.0, ROLLUP_SETTLE_S, 3, True),
+    ("2 s after the end (default settle time)", 2.0, ROLLUP_SETTLE_S, 3, False),
+    ("2 s after the end, buckets rewritten every pass", 2.0, 0.0, 3, True),
+    ("at the trace's end", 0.0, ROLLUP_SETTLE_S, 1, True),
+    ("10 s after the end (settle time = idle wait)", 10.0, ROLLUP_SETTLE_S, 2, True),
 )
 
 
@@ -112,8 +117,10 @@ def _traffic(pipelines: list[_Pipeline], rng: np.random.Generator, until: float)
     return traces
 
 
-def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial: list[int]) -> None:
-    from apps.analysis.models import StageSample
+def _finalize(
+    batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial: list[int], second: int
+) -> None:
+    from apps.analysis.models import DirtyBucket, StageSample
     from apps.analysis.services.dirty_buckets import dirty_buckets_mark
     from apps.ingest.models import Trace, TraceState
 
@@ -142,9 +149,14 @@ def _finalize(batch: list[tuple], pipelines: list[_Pipeline], team: Any, serial:
             )  # fmt: skip
     StageSample.objects.bulk_create(samples, batch_size=2000)
     dirty_buckets_mark((trace.pipeline_id, trace.start_ns) for trace in rows)
+    # Rows made now carry the real clock, later than any virtual time: they were made at
+    # this virtual second. Rows made earlier keep theirs.
+    DirtyBucket.objects.filter(dirty_since__gt=_at(second)).update(dirty_since=_at(second))
 
 
-def _detect(team: Any, count: int, delay_s: float, seed: int, *, prompt: bool) -> list[float]:
+def _detect(
+    team: Any, count: int, delay_s: float, settle_s: float, seed: int, *, prompt: bool
+) -> list[float]:
     from apps.rollups.services.evaluation import budgets_evaluate
 
     rng = np.random.default_rng(seed)
@@ -158,10 +170,10 @@ def _detect(team: Any, count: int, delay_s: float, seed: int, *, prompt: bool) -
             batch.append(traces[position])
             position += 1
         if batch:
-            _finalize(batch, pipelines, team, serial)
-            _rollup_pass(pipelines, second, prompt=prompt)
+            _finalize(batch, pipelines, team, serial, second)
+            _rollup_pass(pipelines, second, settle_s, prompt=prompt)
         if second % ROLLUP_EVERY_S == 0:
-            _rollup_pass(pipelines, second, prompt=prompt)
+            _rollup_pass(pipelines, second, settle_s, prompt=prompt)
         if second % EVALUATE_EVERY_S == EVALUATE_PHASE_S:
             budgets_evaluate(now=_at(second))
             _note_opened(pipelines)
@@ -172,13 +184,13 @@ def _detect(team: Any, count: int, delay_s: float, seed: int, *, prompt: bool) -
     ]
 
 
-def _rollup_pass(pipelines: list[_Pipeline], second: int, *, prompt: bool) -> None:
+def _rollup_pass(pipelines: list[_Pipeline], second: int, settle_s: float, *, prompt: bool) -> None:
     """One run of the rollup task, then the prompt check it enqueues."""
     from apps.rollups.services.bucket_pass import rollups_process_dirty
     from apps.rollups.services.evaluation import budgets_check_promptly
 
     changed: set[int] = set()
-    while (result := rollups_process_dirty(now=_at(second))).buckets:
+    while (result := rollups_process_dirty(now=_at(second), settle_s=settle_s)).buckets:
         changed |= result.pipelines.get(10, set())
     if prompt and changed:
         budgets_check_promptly(pipeline_ids=changed, now=_at(second))
@@ -335,9 +347,9 @@ def run() -> None:
         started = time.perf_counter()
         latency = {
             f"analyzed {when}{'' if prompt else ', regular evaluation only'}": _latency_row(
-                _detect(team, STEPS, delay_s, seed, prompt=prompt)
+                _detect(team, STEPS, delay_s, settle_s, seed, prompt=prompt)
             )
-            for when, delay_s, seed, prompt in DETECTION_RUNS
+            for when, delay_s, settle_s, seed, prompt in DETECTION_RUNS
         }
         simulated_s = round(time.perf_counter() - started, 1)
         print_rows(
@@ -358,6 +370,7 @@ def run() -> None:
                 "traces_per_s_per_pipeline": RATE,
                 "window_s": 300,
                 "rollup_every_s": ROLLUP_EVERY_S,
+                "rollup_settle_s": ROLLUP_SETTLE_S,
                 "rollup_after_finalize": True,
                 "evaluate_every_s": EVALUATE_EVERY_S,
                 "prompt_check": "after each rollup pass, once per pipeline per "

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.analysis.models import DirtyBucket
 from apps.core.time import FINEST_RESOLUTION
+from apps.pipelines.models import Pipeline
 from apps.rollups.models import Measure, RollupBucket
 from apps.rollups.services.bucket_pass import rollups_process_dirty
 from apps.rollups.tasks import process_dirty_rollups
@@ -88,12 +89,18 @@ def test_a_bucket_marked_after_its_rewrite_waits_its_own_settle_time(world: Team
     assert assert_rollups_exact(pipeline)
 
 
-def test_the_worker_task_holds_fresh_buckets_for_the_configured_time(world: TeamWorld) -> None:
+def _recent_traces(world: TeamWorld, seed: int) -> Pipeline:
+    """Twenty traces of half a minute, two minutes ago, their buckets just marked dirty."""
     pipeline, stages = make_rollup_pipeline(world.team, "rag", stages=2)
     add_random_traces(
-        pipeline, stages, rng=np.random.default_rng(3), n=20, from_ns=_recent_second_ns(),
+        pipeline, stages, rng=np.random.default_rng(seed), n=20, from_ns=_recent_second_ns(),
         span_s=30,
     )  # fmt: skip
+    return pipeline
+
+
+def test_the_worker_task_holds_fresh_buckets_for_the_configured_time(world: TeamWorld) -> None:
+    pipeline = _recent_traces(world, seed=3)
     fresh = DirtyBucket.objects.filter(resolution=FINEST_RESOLUTION).count()
     assert fresh > 1
 
@@ -111,11 +118,7 @@ def test_the_worker_task_holds_fresh_buckets_for_the_configured_time(world: Team
 
 
 def test_a_settle_time_of_zero_rewrites_at_the_first_pass(world: TeamWorld) -> None:
-    pipeline, stages = make_rollup_pipeline(world.team, "rag", stages=2)
-    add_random_traces(
-        pipeline, stages, rng=np.random.default_rng(4), n=20, from_ns=_recent_second_ns(),
-        span_s=30,
-    )  # fmt: skip
+    pipeline = _recent_traces(world, seed=4)
 
     with override_settings(ROLLUP_SETTLE_SECONDS=0.0):
         process_dirty_rollups()
