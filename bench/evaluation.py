@@ -155,11 +155,15 @@ def _finalize(
 
 
 def _detect(
-    team: Any, run: int, count: int, delay_s: float, settle_s: float, seed: int, *, prompt: bool
+    run: int, count: int, delay_s: float, settle_s: float, seed: int, *, prompt: bool
 ) -> list[float]:
-    """The latencies of run number ``run``: its pipelines and trace ids are its own, and
-    runs of one seed get the same traffic."""
+    """The latencies of run number ``run``: its account, pipelines and trace ids are its
+    own (an account holds at most ACCOUNT_MAX_PIPELINES), and runs of one seed get the
+    same traffic."""
     from apps.rollups.services.evaluation import budgets_evaluate
+    from tests.builders.configuration import make_team, make_user
+
+    team = make_team(f"detect-{run}", owner=make_user(f"detect-{run}"))
 
     rng = np.random.default_rng(seed)
     pipelines = _detection_setup(team, count, rng, f"detect-{run}")
@@ -349,7 +353,7 @@ def run() -> None:
         started = time.perf_counter()
         latency = {
             f"analyzed {when}{'' if prompt else ', regular evaluation only'}": _latency_row(
-                _detect(team, run, STEPS, delay_s, settle_s, seed, prompt=prompt)
+                _detect(run, STEPS, delay_s, settle_s, seed, prompt=prompt)
             )
             for run, (when, delay_s, settle_s, seed, prompt) in enumerate(DETECTION_RUNS, 1)
         }
