@@ -30,13 +30,20 @@ def _recent_second_ns() -> int:
     return (second - second % FINEST_RESOLUTION) * S
 
 
-def test_marks_after_the_first_leave_the_dirty_since_moment_as_it_was(
-    world: TeamWorld,
-) -> None:
+def _one_trace_marked(world: TeamWorld) -> tuple[Pipeline, int, int, DirtyBucket]:
+    """A one-stage pipeline with one trace of two minutes ago: the pipeline, its stage,
+    the trace's start and the dirty row of its 10 s bucket."""
     pipeline, [stage] = make_rollup_pipeline(world.team, "rag", stages=1)
     start = _recent_second_ns()
     add_trace(pipeline, start, 100 * MS, {stage: (50 * MS, 50 * MS, False)})
-    [first] = DirtyBucket.objects.filter(resolution=FINEST_RESOLUTION)
+    [row] = DirtyBucket.objects.filter(resolution=FINEST_RESOLUTION)
+    return pipeline, stage, start, row
+
+
+def test_marks_after_the_first_leave_the_dirty_since_moment_as_it_was(
+    world: TeamWorld,
+) -> None:
+    pipeline, stage, start, first = _one_trace_marked(world)
 
     add_trace(pipeline, start + S, 200 * MS, {stage: (60 * MS, 60 * MS, False)})
 
@@ -49,10 +56,7 @@ def test_marks_after_the_first_leave_the_dirty_since_moment_as_it_was(
 def test_a_bucket_dirty_for_less_than_the_settle_time_waits_then_is_rewritten_whole(
     world: TeamWorld,
 ) -> None:
-    pipeline, [stage] = make_rollup_pipeline(world.team, "rag", stages=1)
-    start = _recent_second_ns()
-    add_trace(pipeline, start, 100 * MS, {stage: (50 * MS, 50 * MS, False)})
-    [row] = DirtyBucket.objects.filter(resolution=FINEST_RESOLUTION)
+    pipeline, stage, start, row = _one_trace_marked(world)
 
     early = rollups_process_dirty(now=row.dirty_since + timedelta(seconds=2.9), settle_s=3)
 
@@ -74,10 +78,7 @@ def test_a_bucket_dirty_for_less_than_the_settle_time_waits_then_is_rewritten_wh
 
 
 def test_a_bucket_marked_after_its_rewrite_waits_its_own_settle_time(world: TeamWorld) -> None:
-    pipeline, [stage] = make_rollup_pipeline(world.team, "rag", stages=1)
-    start = _recent_second_ns()
-    add_trace(pipeline, start, 100 * MS, {stage: (50 * MS, 50 * MS, False)})
-    [row] = DirtyBucket.objects.filter(resolution=FINEST_RESOLUTION)
+    pipeline, stage, start, row = _one_trace_marked(world)
     rollups_process_dirty(now=row.dirty_since + timedelta(seconds=3), settle_s=3)
 
     add_trace(pipeline, start + S, 200 * MS, {stage: (60 * MS, 60 * MS, False)})
