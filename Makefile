@@ -126,7 +126,8 @@ test: db check
 # suites that store and read spans run again with spans on the cluster. The cluster is
 # stopped afterwards, whatever the outcome.
 CLUSTER_SUITES ?= tests/ingest tests/analysis tests/whatif tests/dashboards/test_trace_detail*.py \
-	tests/dashboards/test_api_traces*.py tests/dashboards/test_rule_tester*.py
+	tests/dashboards/test_api_traces*.py tests/dashboards/test_rule_tester*.py \
+	tests/dashboards/test_trace_list_filters.py tests/dashboards/test_trace_stage_filters.py
 test-cluster: db cluster-start
 	url=$$($(PY) -m apps.core.local_clickhouse url); \
 	SPAN_STORE_TEST_URL=$$url $(BIN)/pytest -p no:cacheprovider tests/span_store $(PYTEST_ARGS) && \

@@ -44,8 +44,17 @@ QUIET_S = 5.0
 
 
 def span_store_prepare(url: str) -> None:
-    """A ClickHouse store's database dropped and its tables made anew on every replica
-    (nothing when spans are kept in PostgreSQL)."""
+    """A ClickHouse store's database dropped and its tables made anew on every replica,
+    and the trace rows' search index set to suit the store, as ``span_store_migrate``
+    does on a deployment."""
+    from apps.ingest.services.search_index import search_index_sync
+    from apps.ingest.span_store import span_store
+
+    _tables_make(url)
+    search_index_sync(span_store())
+
+
+def _tables_make(url: str) -> None:
     if not url:
         return
     from clickhouse_driver import Client

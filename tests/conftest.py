@@ -3,6 +3,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -118,10 +119,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def clickhouse_url(django_db_setup: None) -> str:
+def clickhouse_url(django_db_setup: None, django_db_blocker: Any) -> str:
     """The cluster at SPAN_STORE_TEST_URL, its database made anew for this run: ids
     (teams, batches) start again with each run's PostgreSQL database, and must not meet
-    an earlier run's spans."""
+    an earlier run's spans. As on a deployment, ``span_store_migrate`` then drops the
+    trace rows' search index, which the cluster's search sets replace."""
     url = os.environ.get("SPAN_STORE_TEST_URL", "")
     if not url:
         pytest.skip("no ClickHouse cluster: `make test-cluster` starts one")
@@ -131,7 +133,8 @@ def clickhouse_url(django_db_setup: None) -> str:
     before = settings.SPAN_STORE_URL
     settings.SPAN_STORE_URL = url
     try:
-        call_command("span_store_migrate", verbosity=0)
+        with django_db_blocker.unblock():
+            call_command("span_store_migrate", verbosity=0)
     finally:
         settings.SPAN_STORE_URL = before
     return url

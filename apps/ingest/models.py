@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F
 
@@ -174,11 +173,8 @@ class Trace(models.Model):
                 name="trace_trouble_duration",
                 condition=TROUBLE,
             ),
-            GinIndex(
-                fields=["search_hashes"],
-                name="trace_search_hashes",
-                condition=models.Q(start_ns__isnull=False),
-            ),
+            # The GIN index on ``search_hashes`` is the span store's to keep or drop:
+            # see ``apps.ingest.services.search_index``.
         ]
 
     def __str__(self) -> str:

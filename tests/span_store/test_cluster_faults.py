@@ -219,7 +219,7 @@ class WorkerLog:
 
 
 @pytest.fixture(scope="module")
-def faults_cluster() -> Iterator[Cluster]:
+def faults_cluster(django_db_blocker: Any) -> Iterator[Cluster]:
     """A cluster of the module's own, its schema made anew; stopped whatever happens."""
     if not os.environ.get("SPAN_STORE_TEST_URL"):
         pytest.skip("no ClickHouse cluster: `make test-cluster` starts one")
@@ -235,7 +235,7 @@ def faults_cluster() -> Iterator[Cluster]:
         shutil.rmtree(home, ignore_errors=True)
         try:
             start(cluster)
-            with override_settings(SPAN_STORE_URL=cluster.url()):
+            with override_settings(SPAN_STORE_URL=cluster.url()), django_db_blocker.unblock():
                 call_command("span_store_migrate", verbosity=0)
             yield cluster
         finally:

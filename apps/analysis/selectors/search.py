@@ -2,6 +2,8 @@
 
 Both narrowings add containment tests on ``search_hashes``, which a GIN index answers;
 the stage's read buckets, made exact by a look at the trace's sample at the edges.
+Each has a loose twin (``*_groups``) for a span store that keeps the search sets: the
+groups of elements a trace's set must hold one of each, which those tests then confirm.
 """
 
 from collections.abc import Sequence
@@ -37,7 +39,7 @@ def traces_with_attributes(
     one); texts compare as ``attribute_text`` makes them."""
     if not pairs:
         return traces
-    hashes = sorted({pair_hash(team_id, key, text) for key, text in pairs})
+    hashes = [h for (h,) in attribute_groups(team_id, pairs)]
     return traces.filter(search_hashes__contains=hashes)
 
 
@@ -71,8 +73,7 @@ def traces_by_stage(
         )
     if min_critical_percent is not None:
         # Exactly, in integers: critical · 100 ≥ percent · end-to-end.
-        edge = SHARE_STEPS * min_critical_percent // 100
-        beyond = [share_mark(team_id, stage.pk, b) for b in range(edge + 1, SHARE_STEPS + 1)]
+        edge_mark, beyond = _share_marks(team_id, stage.pk, min_critical_percent)
         enough = sample.alias(scaled=F("critical_ns") * 100).filter(
             scaled__gte=ExpressionWrapper(
                 (OuterRef("end_ns") - OuterRef("start_ns")) * min_critical_percent,
@@ -82,10 +83,7 @@ def traces_by_stage(
         traces = traces.alias(stage_share=_one(enough))
         conditions.append(
             Q(search_hashes__overlap=beyond)
-            | Q(
-                search_hashes__contains=[share_mark(team_id, stage.pk, edge)],
-                stage_share__isnull=False,
-            )
+            | Q(search_hashes__contains=[edge_mark], stage_share__isnull=False)
         )
     if not conditions:
         conditions.append(Q(search_hashes__contains=[ran_mark(team_id, stage.pk)]))
@@ -94,13 +92,48 @@ def traces_by_stage(
     return traces
 
 
+def stage_groups(
+    *,
+    team_id: int,
+    stage: Stage,
+    over_budget: bool = False,
+    min_critical_percent: int | None = None,
+) -> list[tuple[int, ...]]:
+    """``traces_by_stage`` loosely: its edge buckets without the look at the sample."""
+    groups: list[tuple[int, ...]] = []
+    if over_budget and stage.budget_ms is not None:
+        edge, beyond = wall_above_marks(
+            team_id=team_id, stage_id=stage.pk, wall_ns=stage.budget_ms * NS_PER_MS
+        )
+        groups.append((edge, *beyond))
+    if min_critical_percent is not None:
+        edge, beyond = _share_marks(team_id, stage.pk, min_critical_percent)
+        groups.append((edge, *beyond))
+    return groups or [(ran_mark(team_id, stage.pk),)]
+
+
 def traces_degraded(
     traces: QuerySet[Trace], *, team_id: int, stage: Stage | None = None
 ) -> QuerySet[Trace]:
     """The traces on which a run-time client recorded a decision, at ``stage`` when
     given (a skipped stage never ran, so this does not ask that it did)."""
-    mark = degraded_mark(team_id, None if stage is None else stage.pk)
-    return traces.filter(search_hashes__contains=[mark])
+    return traces.filter(search_hashes__contains=list(degraded_groups(team_id, stage)[0]))
+
+
+def degraded_groups(team_id: int, stage: Stage | None = None) -> list[tuple[int, ...]]:
+    return [(degraded_mark(team_id, None if stage is None else stage.pk),)]
+
+
+def attribute_groups(team_id: int, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, ...]]:
+    return [(h,) for h in sorted({pair_hash(team_id, key, text) for key, text in pairs})]
+
+
+def _share_marks(team_id: int, stage_id: int, min_critical_percent: int) -> tuple[int, list[int]]:
+    """The mark of the 5 % bucket that holds the share (its traces need a look at their
+    sample), and those of the buckets above it."""
+    edge = SHARE_STEPS * min_critical_percent // 100
+    beyond = [share_mark(team_id, stage_id, b) for b in range(edge + 1, SHARE_STEPS + 1)]
+    return share_mark(team_id, stage_id, edge), beyond
 
 
 def _one(sample: QuerySet[StageSample]) -> Subquery:

@@ -18,6 +18,7 @@ from apps.analysis.services.dirty_buckets import dirty_buckets_mark
 from apps.analysis.services.served_models import ModelKey, served_model_ids
 from apps.core.sql_arrays import array_literal
 from apps.ingest.models import Trace
+from apps.ingest.span_store import SearchSet, span_store
 
 SAMPLE_COLUMNS = (
     "trace_pk", "stage_id", "start_ns", "team_id", "pipeline_id", "wall_ns", "critical_ns",
@@ -141,6 +142,21 @@ def _traces_update(traces: list[Trace], now: datetime) -> None:
         )
 
 
+def _search_sets_keep(traces: list[Trace]) -> None:
+    """Where the span store keeps the search sets, the new ones go there before the
+    trace rows that hold them commit (a store away fails the pass, which is redone)."""
+    store = span_store()
+    if not store.keeps_search_sets:
+        return
+    store.search_sets_write(
+        [
+            SearchSet(t.team_id, t.pk, t.start_ns, t.end_ns - t.start_ns, t.search_hashes)
+            for t in traces
+            if t.search_hashes and t.start_ns is not None and t.end_ns is not None
+        ]
+    )
+
+
 def analyzed_write(
     group: Sequence[tuple[Trace, list[SampleRow], list[DegradationRow]]],
     before: dict[int, tuple[int, int | None, int | None]],
@@ -159,5 +175,6 @@ def analyzed_write(
     _samples_delete(refinalized)
     _rows_copy(StageSample._meta.db_table, SAMPLE_COLUMNS, SAMPLE_TYPES, _with_model_ids(samples))
     _rows_copy(Degradation._meta.db_table, DEGRADATION_COLUMNS, DEGRADATION_TYPES, degradations)
+    _search_sets_keep(traces)
     _traces_update(traces, now)
     dirty_buckets_mark(touched)

@@ -6,6 +6,9 @@ from django.db.models import QuerySet
 
 from apps.analysis.models import StageSample
 from apps.analysis.selectors.search import (
+    attribute_groups,
+    degraded_groups,
+    stage_groups,
     traces_by_stage,
     traces_degraded,
     traces_with_attributes,
@@ -13,7 +16,7 @@ from apps.analysis.selectors.search import (
 from apps.core.time import NS_PER_MS, ns_to_ms
 from apps.dashboards.trace_query import TraceQuery
 from apps.ingest.models import Trace
-from apps.ingest.selectors import TracePage, TraceSummary, traces_page
+from apps.ingest.selectors import SearchNarrowing, TracePage, TraceSummary, traces_page
 from apps.teams.models import Team
 
 
@@ -44,31 +47,50 @@ class TraceListPage:
 
 def trace_list_page(*, team: Team, query: TraceQuery, limit: int) -> TraceListPage:
     """The page ``query`` asks for, ``limit`` traces at most."""
-
-    def narrow(traces: QuerySet[Trace]) -> QuerySet[Trace]:
-        if query.degraded:
-            traces = traces_degraded(traces, team_id=team.pk, stage=query.stage)
-        stage_figures = query.stage_over_budget or query.min_critical_percent is not None
-        if query.stage is not None and (stage_figures or not query.degraded):
-            traces = traces_by_stage(
-                traces,
-                team_id=team.pk,
-                stage=query.stage,
-                over_budget=query.stage_over_budget,
-                min_critical_percent=query.min_critical_percent,
-            )
-        return traces_with_attributes(traces, team_id=team.pk, pairs=query.attributes)
-
     page = traces_page(
         team=team,
         filters=query.filters,
         sort=query.sort,
         cursor=query.cursor,
         limit=limit,
-        # Only these read the search set, whose plan the list chooses itself.
-        narrow=narrow if query.stage is not None or query.attributes or query.degraded else None,
+        narrow=_search_narrowing(team, query),
     )
     return TraceListPage(page, _stage_times(query, page))
+
+
+def _search_narrowing(team: Team, query: TraceQuery) -> SearchNarrowing | None:
+    """What the query asks of the traces' search sets; None when nothing (only these
+    read the search set, whose plan the list chooses itself)."""
+    if query.stage is None and not query.attributes and not query.degraded:
+        return None
+    stage = query.stage
+    stage_figures = query.stage_over_budget or query.min_critical_percent is not None
+    by_stage = stage is not None and (stage_figures or not query.degraded)
+
+    def rows(traces: QuerySet[Trace]) -> QuerySet[Trace]:
+        if query.degraded:
+            traces = traces_degraded(traces, team_id=team.pk, stage=stage)
+        if by_stage and stage is not None:
+            traces = traces_by_stage(
+                traces,
+                team_id=team.pk,
+                stage=stage,
+                over_budget=query.stage_over_budget,
+                min_critical_percent=query.min_critical_percent,
+            )
+        return traces_with_attributes(traces, team_id=team.pk, pairs=query.attributes)
+
+    groups = attribute_groups(team.pk, query.attributes)
+    if query.degraded:
+        groups += degraded_groups(team.pk, stage)
+    if by_stage and stage is not None:
+        groups += stage_groups(
+            team_id=team.pk,
+            stage=stage,
+            over_budget=query.stage_over_budget,
+            min_critical_percent=query.min_critical_percent,
+        )
+    return SearchNarrowing(rows, tuple(groups))
 
 
 def _stage_times(query: TraceQuery, page: TracePage) -> dict[str, StageTime]:

@@ -9,6 +9,7 @@ from apps.ingest.selectors.span_details import (
 )
 from apps.ingest.selectors.traces import (
     UNMATCHED,
+    SearchNarrowing,
     TraceCursor,
     TraceFilters,
     TracePage,
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_SHOWN_VALUES",
     "UNMATCHED",
     "WINDOWS",
+    "SearchNarrowing",
     "ShownEvent",
     "ShownValue",
     "SpanContent",

@@ -19,6 +19,7 @@ from django.db.models.enums import TextChoices
 from apps.core.planner import planner_settings
 from apps.core.time import NS_PER_MS, ns_to_datetime, ns_to_ms
 from apps.ingest.models import ANALYZED_STATES, Trace
+from apps.ingest.span_store import Candidate, SearchOrder, span_store
 from apps.pipelines.models import Pipeline
 from apps.teams.models import Team
 
@@ -30,6 +31,8 @@ UNMATCHED = "unmatched"
 WALK_ROWS = 5000
 # What a cursor may weigh: the longest one ``encode`` makes is about 60 characters.
 MAX_CURSOR_CHARS = 80
+# Candidates asked of a span store that keeps the search sets, a read at a time.
+CANDIDATES_PER_READ = 1000
 
 
 class TraceStatus(TextChoices):
@@ -123,6 +126,17 @@ class TraceCursor:
 
 
 @dataclass(frozen=True)
+class SearchNarrowing:
+    """Conditions on the traces' search sets, which PostgreSQL's statistics know nothing
+    of. ``rows`` adds them to a query of trace rows, exactly; ``groups`` says the same
+    more loosely, for a span store that keeps the sets: a trace passes only if its set
+    holds an element of each group."""
+
+    rows: Callable[[QuerySet[Trace]], QuerySet[Trace]]
+    groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
 class TraceSummary:
     trace: Trace
 
@@ -205,7 +219,7 @@ def traces_page(
     sort: str = TraceSort.NEWEST,
     cursor: TraceCursor | None = None,
     limit: int = 50,
-    narrow: Callable[[QuerySet[Trace]], QuerySet[Trace]] | None = None,
+    narrow: SearchNarrowing | None = None,
 ) -> TracePage:
     """A page of ``traces_for_team`` in ``sort`` order, after ``cursor`` (of that order);
     ``narrow`` adds conditions the steps above ingestion know (a stage over its budget,
@@ -220,7 +234,8 @@ def traces_page(
     if narrow is None:
         rows = list(traces.order_by(f"{prefix}{field}", f"{prefix}id")[: limit + 1])
     else:
-        rows = _narrowed_rows(traces, narrow, sort, limit + 1)
+        bounds = filters or TraceFilters()
+        rows = _narrowed_rows(traces, narrow, sort, limit + 1, team, bounds)
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
@@ -231,9 +246,11 @@ def traces_page(
 
 def _narrowed_rows(
     traces: QuerySet[Trace],
-    narrow: Callable[[QuerySet[Trace]], QuerySet[Trace]],
+    narrow: SearchNarrowing,
     sort: str,
     count: int,
+    team: Team,
+    filters: TraceFilters,
 ) -> list[Trace]:
     """The first ``count`` rows of ``narrow(traces)`` in ``sort`` order, for a narrowing
     that tests the search set, whose selectivity PostgreSQL cannot estimate.
@@ -245,7 +262,9 @@ def _narrowed_rows(
     filters let through, and only when fewer than a page of them match does it collect
     the matches past them through the indexes (GIN and B-tree bitmaps together), which
     it then sorts. The walk reads ``WALK_ROWS`` rows at most; the collection as many as
-    match every filter, fewer than a page in ``WALK_ROWS`` where it starts.
+    match every filter, fewer than a page in ``WALK_ROWS`` where it starts. Where the
+    span store keeps the search sets, it names the candidates past the walk instead
+    (``_collected_from_store``).
     """
     field, descending = _ORDERS[sort]
     prefix = "-" if descending else ""
@@ -255,14 +274,77 @@ def _narrowed_rows(
     edge = keys.values_list("walk_edge", flat=True)[WALK_ROWS : WALK_ROWS + 1]
     boundary = next(iter(edge), None)
     near, far = ("gte", "lt") if descending else ("lte", "gt")
-    walked = narrow(traces)
+    walked = narrow.rows(traces)
     if boundary is not None:
         walked = walked.filter(**{f"{field}__{near}": boundary})
     with planner_settings(enable_bitmapscan=False, enable_seqscan=False):
         rows = list(walked.order_by(*order)[:count])
     if len(rows) == count or boundary is None:
         return rows
-    rest = narrow(traces).filter(**{f"{field}__{far}": boundary})
+    rest = narrow.rows(traces).filter(**{f"{field}__{far}": boundary})
+    if span_store().keeps_search_sets:
+        order_past = SearchOrder(
+            by_start=field == "start_ns",
+            descending=descending,
+            boundary=boundary,
+            start_from=filters.start_ns,
+            start_until=filters.end_ns,
+        )
+        return rows + _collected_from_store(
+            rest, narrow, sort, order_past, count - len(rows), team_id=team.pk
+        )
     with planner_settings(enable_indexscan=False, enable_indexonlyscan=False,
                           enable_seqscan=False):  # fmt: skip
         return rows + list(rest.order_by(*order)[: count - len(rows)])
+
+
+def _collected_from_store(
+    rest: QuerySet[Trace],
+    narrow: SearchNarrowing,
+    sort: str,
+    order_past: SearchOrder,
+    count: int,
+    *,
+    team_id: int,
+) -> list[Trace]:
+    """The first ``count`` rows of ``rest`` in ``sort`` order, from the candidates the
+    span store names a read at a time in that order, each checked on its trace row.
+
+    A candidate is named at the keys of each revision its trace's set was kept at, the
+    current one included: a read's rows are those whose own key the read reached (an
+    older revision's key may name a trace early; the current one names it again in its
+    place), and a read shorter than asked for was the last.
+    """
+    field, descending = _ORDERS[sort]
+    prefix = "-" if descending else ""
+    store = span_store()
+    found: list[Trace] = []
+    after: Candidate | None = None
+    while len(found) < count:
+        candidates = store.search_candidates(
+            team_id=team_id,
+            groups=narrow.groups,
+            order=order_past,
+            after=after,
+            limit=CANDIDATES_PER_READ,
+        )
+        if not candidates:
+            break
+        last = candidates[-1] if len(candidates) == CANDIDATES_PER_READ else None
+        checked = rest.filter(pk__in={pk for _, pk in candidates})
+        for row in checked.order_by(f"{prefix}{field}", f"{prefix}id"):
+            place = (_key(row, sort), row.pk)
+            if after is not None and not _past(place, after, descending):
+                continue  # found by an earlier read, or out of its place
+            if last is not None and _past(place, last, descending):
+                continue  # a later read reaches it
+            found.append(row)
+        if last is None:
+            break
+        after = last
+    return found[:count]
+
+
+def _past(place: Candidate, mark: Candidate, descending: bool) -> bool:
+    """Whether ``place`` comes strictly after ``mark`` in the order."""
+    return place < mark if descending else place > mark

@@ -8,9 +8,12 @@ from functools import cache
 from django.conf import settings
 
 from apps.ingest.span_store.base import (
+    Candidate,
     ContentRow,
     ProjectedRead,
     ProjectedRow,
+    SearchOrder,
+    SearchSet,
     SpanStore,
     SpanStoreUnavailable,
     StoredRow,
@@ -18,9 +21,12 @@ from apps.ingest.span_store.base import (
 )
 
 __all__ = [
+    "Candidate",
     "ContentRow",
     "ProjectedRead",
     "ProjectedRow",
+    "SearchOrder",
+    "SearchSet",
     "SpanStore",
     "SpanStoreUnavailable",
     "StoredRow",

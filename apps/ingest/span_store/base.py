@@ -70,6 +70,34 @@ class WriteResult:
     traces_touched: int = 0
 
 
+class SearchSet(NamedTuple):
+    """An analyzed trace's search set (``apps.analysis.trace_search``) and the keys the
+    trace list orders by, as analysis found them at one revision."""
+
+    team_id: int
+    trace_pk: int
+    start_ns: int
+    duration_ns: int
+    hashes: Sequence[int]
+
+
+class SearchOrder(NamedTuple):
+    """Where the trace list wants candidates from: by root start (``by_start``) or by
+    duration, high to low (``descending``) or low to high, strictly past ``boundary``;
+    ``start_from``/``start_until`` bound the root's start as ``[from, until)``."""
+
+    by_start: bool
+    descending: bool
+    boundary: int
+    start_from: int | None = None
+    start_until: int | None = None
+
+
+# (key, trace row id): a candidate of the trace list, the key being its start or its
+# duration as the order says.
+Candidate = tuple[int, int]
+
+
 class SpanStore(ABC):
     """Where spans are written by the drain and read back by trace."""
 
@@ -115,3 +143,30 @@ class SpanStore(ABC):
     @abstractmethod
     def bytes_stored(self) -> int:
         """Bytes the spans take in the store (on disk, every replica counted once)."""
+
+    # Whether the store keeps the traces' search sets beside the spans. If not, the
+    # trace rows' GIN index (``trace_search_hashes``) finds the traces that hold a set's
+    # elements; if so, the store does, and PostgreSQL keeps no such index (each analyzed
+    # trace would write some forty entries into it).
+    keeps_search_sets = False
+
+    def search_sets_write(self, sets: Sequence[SearchSet]) -> None:
+        """Keep these search sets, before the trace rows that hold them are committed:
+        the store's sets are then a superset of what the rows hold. Raise
+        ``SpanStoreUnavailable`` when the store cannot take them now."""
+        raise NotImplementedError(f"the {self.name} store keeps no search sets")
+
+    def search_candidates(
+        self,
+        *,
+        team_id: int,
+        groups: Sequence[Sequence[int]],
+        order: SearchOrder,
+        after: Candidate | None,
+        limit: int,
+    ) -> list[Candidate]:
+        """Traces of the team whose set, at some revision, holds an element of every one
+        of ``groups``, past ``order.boundary`` and strictly after ``after``, the first
+        ``limit`` in the order's order. A superset of the answer: the caller checks each
+        against its trace row."""
+        raise NotImplementedError(f"the {self.name} store keeps no search sets")

@@ -17,8 +17,11 @@ from typing import Any
 from apps.core.time import NS_PER_S
 from apps.ingest.models import Trace
 from apps.ingest.span_store.base import (
+    Candidate,
     ContentRow,
     ProjectedRead,
+    SearchOrder,
+    SearchSet,
     SpanStore,
     SpanStoreUnavailable,
     StoredRow,
@@ -26,7 +29,10 @@ from apps.ingest.span_store.base import (
 )
 from apps.ingest.span_store.clickhouse_client import ClickHouseConfig, clickhouse
 from apps.ingest.span_store.clickhouse_schema import (
+    SEARCH_COLUMNS,
     batch_local_table,
+    search_local_table,
+    search_table,
     span_local_table,
     span_table,
 )
@@ -177,12 +183,74 @@ class ClickHouseSpanStore(SpanStore):
                 return content_rows(attributes, events, chars=chars, limit=limit)
         return []
 
+    keeps_search_sets = True
+
+    def search_sets_write(self, sets: Sequence[SearchSet]) -> None:
+        rows = sorted(
+            (day_of(s.start_ns), s.team_id, h, s.start_ns, s.trace_pk, s.duration_ns)
+            for s in sets
+            for h in set(s.hashes)
+        )
+        if not rows:
+            return
+        names = ", ".join(name for name, _ in SEARCH_COLUMNS)
+        with clickhouse(self.config) as client:
+            client.execute(
+                f"INSERT INTO {search_table(self.config)} ({names}) VALUES",
+                rows,
+                types_check=False,
+                settings=self.config.insert_settings,
+            )
+
+    def search_candidates(
+        self,
+        *,
+        team_id: int,
+        groups: Sequence[Sequence[int]],
+        order: SearchOrder,
+        after: Candidate | None,
+        limit: int,
+    ) -> list[Candidate]:
+        key = "start_ns" if order.by_start else "duration_ns"
+        past, direction = ("<", "DESC") if order.descending else (">", "ASC")
+        elements = sorted({int(h) for group in groups for h in group})
+        if not elements or not all(groups):
+            return []
+        conditions = [
+            f"team_id = {int(team_id)}",
+            f"hash IN ({_ints(elements)})",
+            f"{key} {past} {int(order.boundary)}",
+        ]
+        if order.start_from is not None:
+            conditions.append(f"start_ns >= {int(order.start_from)}")
+        if order.start_until is not None:
+            conditions.append(f"start_ns < {int(order.start_until)}")
+        if after is not None:
+            at, pk = int(after[0]), int(after[1])
+            conditions.append(f"({key} {past} {at} OR {key} = {at} AND trace_pk {past} {pk})")
+        # Each revision of a trace's keys is a group of its own: an older one's elements
+        # never complete a newer one's set.
+        every_group = " AND ".join(f"countIf(hash IN ({_ints(g)})) > 0" for g in groups)
+        sql = (
+            f"SELECT {key}, trace_pk FROM {search_table(self.config)} "  # noqa: S608
+            f"WHERE {' AND '.join(conditions)} "
+            f"GROUP BY trace_pk, start_ns, duration_ns HAVING {every_group} "
+            f"ORDER BY {key} {direction}, trace_pk {direction} LIMIT {int(limit)}"
+        )
+        with clickhouse(self.config) as client:
+            return [(int(k), int(pk)) for k, pk in client.execute(sql)]
+
     def days_prepare(self, first: date, last: date) -> list[str]:
         return []  # a day's partition comes with its first span
 
     def days_drop(self, cutoff: date) -> list[str]:
         dropped = []
-        for table in (span_local_table(self.config), batch_local_table(self.config)):
+        tables = (
+            span_local_table(self.config),
+            batch_local_table(self.config),
+            search_local_table(self.config),
+        )
+        for table in tables:
             for day in self._days(table):
                 if day + timedelta(days=1) <= cutoff:
                     self._on_each_shard(f"ALTER TABLE {table} DROP PARTITION '{day.isoformat()}'")
@@ -264,6 +332,10 @@ class ClickHouseSpanStore(SpanStore):
                 )
             total += int(rows[0][0] or 0)
         return total
+
+
+def _ints(values: Iterable[int]) -> str:
+    return ", ".join(str(int(v)) for v in values)
 
 
 def _quoted(value: str) -> str:

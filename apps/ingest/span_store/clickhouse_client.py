@@ -28,6 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 from apps.ingest.span_store.base import SpanStoreUnavailable
 
 SCHEMES = ("clickhouse", "clickhouses")
+QUORUM_TIMEOUT_MS = 20_000
 # Server error codes that say a server, replica or coordinator is away or overloaded,
 # not that what was sent is wrong: the work waits and is done again.
 AWAY_CODES = frozenset(
@@ -62,6 +63,20 @@ class ClickHouseConfig:
     @property
     def on_cluster(self) -> str:
         return f" ON CLUSTER {self.cluster}" if self.cluster else ""
+
+    @property
+    def insert_settings(self) -> dict[str, int]:
+        """An insert acknowledged only once every shard it reaches holds it on the
+        quorum's replicas."""
+        settings = {"insert_distributed_sync": 1}
+        if self.insert_quorum:
+            # A replica away answers after this instead of the server's ten minutes, so
+            # the drain gives its batches back while the pass still holds its lease.
+            settings |= {
+                "insert_quorum": self.insert_quorum,
+                "insert_quorum_timeout": QUORUM_TIMEOUT_MS,
+            }
+        return settings
 
     def at(self, address: str) -> "ClickHouseConfig":
         """The same store, reached at one server (``host:port``) of its cluster."""

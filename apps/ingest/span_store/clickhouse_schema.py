@@ -11,7 +11,8 @@ start), and ``spans`` is a ``Distributed`` table over them sharded by
 all. The start closes the key as it does PostgreSQL's: two copies of a span that
 disagree on their start are both kept, and readers choose as analysis does.
 ``span_batches`` records the raw batches whose spans an insert carried, so a drain
-redone after a failure finds what it already wrote.
+redone after a failure finds what it already wrote. ``trace_search`` holds the analyzed
+traces' search sets, which the trace list's attribute and stage filters look up.
 
 Every statement is idempotent (``IF NOT EXISTS``): the command can run again at any
 time, and on each deployment.
@@ -49,6 +50,19 @@ SPAN_COLUMNS = (
 )
 BATCH_COLUMNS = (("day", "Date"), ("batch_id", "Int64"))
 SPAN_KEY = "team_id, trace_id, span_id, start_ns"
+# The traces' search sets (``apps.analysis.trace_search``): a row per element, the day
+# being the root's. The trace list looks its elements up by team and hash, and takes the
+# traces past a start or a duration; every revision's keys stay in the sorting key, so
+# no merge folds the current one into an older.
+SEARCH_COLUMNS = (
+    ("day", "Date"),
+    ("team_id", "Int64"),
+    ("hash", "Int64"),
+    ("start_ns", "Int64"),
+    ("trace_pk", "Int64"),
+    ("duration_ns", "Int64"),
+)
+SEARCH_KEY = "team_id, hash, start_ns, trace_pk, duration_ns"
 
 
 def span_table(config: ClickHouseConfig) -> str:
@@ -67,6 +81,14 @@ def batch_table(config: ClickHouseConfig) -> str:
 
 def batch_local_table(config: ClickHouseConfig) -> str:
     return f"{config.database}.span_batches_local" if config.cluster else batch_table(config)
+
+
+def search_table(config: ClickHouseConfig) -> str:
+    return f"{config.database}.trace_search"
+
+
+def search_local_table(config: ClickHouseConfig) -> str:
+    return f"{config.database}.trace_search_local" if config.cluster else search_table(config)
 
 
 def _columns(columns: tuple[tuple[str, str], ...]) -> str:
@@ -88,6 +110,7 @@ def schema_statements(config: ClickHouseConfig) -> Iterator[str]:
     tables = (
         ("spans", SPAN_COLUMNS, SPAN_KEY, "cityHash64(team_id, trace_id)", INDEX_GRANULARITY),
         ("span_batches", BATCH_COLUMNS, "batch_id", "intHash64(batch_id)", 8192),
+        ("trace_search", SEARCH_COLUMNS, SEARCH_KEY, "intHash64(trace_pk)", 8192),
     )
     for name, columns, key, sharding, granularity in tables:
         local = f"{name}_local" if config.cluster else name

@@ -51,7 +51,6 @@ from apps.ingest.span_store.clickhouse_schema import SPAN_COLUMNS, batch_table, 
 from apps.ingest.trace_fill import TraceFill, trace_fill_remember
 
 _TRACE = Trace._meta.db_table
-QUORUM_TIMEOUT_MS = 20_000
 _NO_PARENT = bytes(8)
 # team, trace, span, start
 SpanKey = tuple[int, bytes, bytes, int]
@@ -322,14 +321,7 @@ class ClickHouseSpanWriter:
             )  # fmt: skip
             for column, value in zip(columns, values, strict=True):
                 column.append(value)
-        insert = {"insert_distributed_sync": 1}
-        if self.config.insert_quorum:
-            # A replica away answers after this instead of the server's ten minutes, so
-            # the drain gives its batches back while the pass still holds its lease.
-            insert |= {
-                "insert_quorum": self.config.insert_quorum,
-                "insert_quorum_timeout": QUORUM_TIMEOUT_MS,
-            }
+        insert = self.config.insert_settings
         names = ", ".join(name for name, _ in SPAN_COLUMNS)
         with clickhouse(self.config) as client:
             client.execute(
