@@ -212,7 +212,13 @@ class ClickHouseSpanStore(SpanStore):
                 [days, teams, hashes, starts, pks, durations],
                 columnar=True,
                 types_check=False,
-                settings=self.config.insert_settings,
+                # Written on a replica of each shard, without the quorum spans take: the
+                # trace rows keep every set, so a replica lost for good before its peer
+                # fetched the last parts costs nothing that `span_store_migrate
+                # --copy-search-sets` cannot write again. And an old server takes one
+                # quorum insert at a time per table: concurrent analysis passes would be
+                # refused (UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE) and redone.
+                settings={"insert_distributed_sync": 1},
             )
 
     def search_candidates(
