@@ -59,8 +59,12 @@ def search_sets_copy(store: SpanStore, progress: Callable[[int], None] | None = 
     last = 0
     while True:
         chunk = list(
-            Trace.objects.filter(pk__gt=last, start_ns__isnull=False, search_hashes__isnull=False)
-            .exclude(end_ns__isnull=True)
+            Trace.objects.filter(
+                pk__gt=last,
+                start_ns__isnull=False,
+                end_ns__isnull=False,
+                search_hashes__isnull=False,
+            )
             .order_by("pk")
             .values_list("pk", "team_id", "start_ns", "end_ns", "search_hashes")[:COPY_CHUNK]
         )
