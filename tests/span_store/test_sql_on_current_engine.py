@@ -77,9 +77,9 @@ def test_the_schema_is_made_and_made_again_without_change(on_chdb: ChdbClient) -
 
     call_command("span_store_migrate", stdout=out)
 
-    assert "database spans_chdb on one server (4 statements)" in out.getvalue()
+    assert "database spans_chdb on one server (5 statements)" in out.getvalue()
     assert "No trace_search_hashes index: the clickhouse store keeps" in out.getvalue()
-    assert on_chdb.sent[-4:] == list(schema_statements(clickhouse_config(URL)))
+    assert on_chdb.sent[-5:] == list(schema_statements(clickhouse_config(URL)))
     assert {t: on_chdb.execute(f"SHOW CREATE TABLE {DATABASE}.{t.decode()}") for (t,) in
             on_chdb.execute(tables)} == made  # fmt: skip
     assert on_chdb.execute(
@@ -88,14 +88,28 @@ def test_the_schema_is_made_and_made_again_without_change(on_chdb: ChdbClient) -
     ) == [
         (b"span_batches", b"ReplacingMergeTree", b"day", b"(batch_id)"),
         (b"spans", b"ReplacingMergeTree", b"day", b"team_id, trace_id, span_id, start_ns"),
-        (b"trace_search", b"ReplacingMergeTree", b"day",
-         b"team_id, hash, start_ns, trace_pk, duration_ns"),
+        (b"trace_sets", b"ReplacingMergeTree", b"day",
+         b"team_id, start_ns, trace_pk, duration_ns, set_hash"),
     ]  # fmt: skip
     columns = on_chdb.execute(
         "SELECT name, type FROM system.columns "
         f"WHERE database = '{DATABASE}' AND table = 'spans' ORDER BY position"
     )
     assert [(n.decode(), t.decode()) for n, t in columns] == list(SPAN_COLUMNS)
+    assert on_chdb.refused == []
+
+
+def test_the_first_schema_s_table_of_search_elements_is_dropped(on_chdb: ChdbClient) -> None:
+    on_chdb.execute(
+        f"CREATE TABLE {DATABASE}.trace_search (day Date, team_id Int64, hash Int64) "
+        "ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (team_id, hash)"
+    )
+
+    call_command("span_store_migrate", verbosity=0)
+    call_command("span_store_migrate", verbosity=0)  # and nothing to drop the second time
+
+    names = on_chdb.execute(f"SELECT name FROM system.tables WHERE database = '{DATABASE}'")
+    assert sorted(n.decode() for (n,) in names) == ["span_batches", "spans", "trace_sets"]
     assert on_chdb.refused == []
 
 
@@ -247,7 +261,7 @@ def test_old_days_are_dropped_as_on_postgresql(world: TeamWorld, on_chdb: ChdbCl
     dropped = store.days_drop(cutoff)
 
     assert f"{DATABASE}.spans {day_of(old).isoformat()}" in dropped
-    assert f"{DATABASE}.trace_search {day_of(old).isoformat()}" in dropped
+    assert f"{DATABASE}.trace_sets {day_of(old).isoformat()}" in dropped
     assert store.spans_of_traces(on_engine[:1]) == postgres.spans_of_traces(on_postgres[:1]) == []
     assert whole(store.spans_of_traces(on_engine[1:])) == whole(
         postgres.spans_of_traces(on_postgres[1:])

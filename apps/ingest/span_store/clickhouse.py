@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
+from hashlib import blake2b
+from struct import pack
 from typing import Any
 
 from apps.core.time import NS_PER_S
@@ -186,30 +188,17 @@ class ClickHouseSpanStore(SpanStore):
     keeps_search_sets = True
 
     def search_sets_write(self, sets: Sequence[SearchSet]) -> None:
-        # Some sixty elements a trace: built column by column, each trace's values
-        # repeated, in a deterministic order (a pass redone sends the same block).
-        days: list[date] = []
-        teams: list[int] = []
-        hashes: list[int] = []
-        starts: list[int] = []
-        pks: list[int] = []
-        durations: list[int] = []
-        for s in sorted(sets, key=_set_order):
-            elements = sorted(set(s.hashes))
-            n = len(elements)
-            days += [day_of(s.start_ns)] * n
-            teams += [s.team_id] * n
-            hashes += elements
-            starts += [s.start_ns] * n
-            pks += [s.trace_pk] * n
-            durations += [s.duration_ns] * n
-        if not hashes:
+        # Built column by column in a deterministic order: a pass redone sends the same
+        # block, which the replicas keep once.
+        rows = sorted({_set_row(s) for s in sets if s.hashes})
+        if not rows:
             return
+        columns = [list(column) for column in zip(*rows, strict=True)]
         names = ", ".join(name for name, _ in SEARCH_COLUMNS)
         with clickhouse(self.config) as client:
             client.execute(
                 f"INSERT INTO {search_table(self.config)} ({names}) VALUES",
-                [days, teams, hashes, starts, pks, durations],
+                columns,
                 columnar=True,
                 types_check=False,
                 # Written on a replica of each shard, without the quorum spans take: the
@@ -232,14 +221,9 @@ class ClickHouseSpanStore(SpanStore):
     ) -> list[Candidate]:
         key = "start_ns" if order.by_start else "duration_ns"
         past, direction = ("<", "DESC") if order.descending else (">", "ASC")
-        elements = sorted({int(h) for group in groups for h in group})
-        if not elements or not all(groups):
+        if not groups or not all(groups):
             return []
-        conditions = [
-            f"team_id = {int(team_id)}",
-            f"hash IN ({_ints(elements)})",
-            f"{key} {past} {int(order.boundary)}",
-        ]
+        conditions = [f"team_id = {int(team_id)}", f"{key} {past} {int(order.boundary)}"]
         if order.start_from is not None:
             conditions.append(f"start_ns >= {int(order.start_from)}")
         if order.start_until is not None:
@@ -247,13 +231,12 @@ class ClickHouseSpanStore(SpanStore):
         if after is not None:
             at, pk = int(after[0]), int(after[1])
             conditions.append(f"({key} {past} {at} OR {key} = {at} AND trace_pk {past} {pk})")
-        # Each revision of a trace's keys is a group of its own: an older one's elements
-        # never complete a newer one's set.
-        every_group = " AND ".join(f"countIf(hash IN ({_ints(g)})) > 0" for g in groups)
+        # Each row is one revision of a trace's set: an older one's elements never
+        # complete a newer one's.
+        conditions += [f"hasAny(hashes, [{_int64s(sorted(set(g)))}])" for g in groups]
         sql = (
-            f"SELECT {key}, trace_pk FROM {search_table(self.config)} "  # noqa: S608
+            f"SELECT DISTINCT {key}, trace_pk FROM {search_table(self.config)} "  # noqa: S608
             f"WHERE {' AND '.join(conditions)} "
-            f"GROUP BY trace_pk, start_ns, duration_ns HAVING {every_group} "
             f"ORDER BY {key} {direction}, trace_pk {direction} LIMIT {int(limit)}"
         )
         with clickhouse(self.config) as client:
@@ -353,12 +336,19 @@ class ClickHouseSpanStore(SpanStore):
         return total
 
 
-def _set_order(s: SearchSet) -> tuple[int, int, int]:
-    return s.team_id, s.trace_pk, s.start_ns
+def _set_row(s: SearchSet) -> tuple[date, int, int, int, int, int, tuple[int, ...]]:
+    """The row of one revision of a trace's set, its elements sorted once each."""
+    elements = tuple(sorted(set(s.hashes)))
+    # Big-endian: the same hash from a pass redone on any host.
+    digest = blake2b(pack(f">{len(elements)}q", *elements), digest_size=8).digest()
+    set_hash = int.from_bytes(digest, "big", signed=True)
+    return day_of(s.start_ns), s.team_id, s.start_ns, s.trace_pk, s.duration_ns, set_hash, elements
 
 
-def _ints(values: Iterable[int]) -> str:
-    return ", ".join(str(int(v)) for v in values)
+def _int64s(values: Iterable[int]) -> str:
+    # Typed one by one: an old server types a large positive literal UInt64 and finds no
+    # common type for it and a negative one.
+    return ", ".join(f"toInt64({int(v)})" for v in values)
 
 
 def _quoted(value: str) -> str:

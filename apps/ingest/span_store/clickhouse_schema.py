@@ -11,7 +11,7 @@ start), and ``spans`` is a ``Distributed`` table over them sharded by
 all. The start closes the key as it does PostgreSQL's: two copies of a span that
 disagree on their start are both kept, and readers choose as analysis does.
 ``span_batches`` records the raw batches whose spans an insert carried, so a drain
-redone after a failure finds what it already wrote. ``trace_search`` holds the analyzed
+redone after a failure finds what it already wrote. ``trace_sets`` holds the analyzed
 traces' search sets, which the trace list's attribute and stage filters look up.
 
 Every statement is idempotent (``IF NOT EXISTS``): the command can run again at any
@@ -50,19 +50,25 @@ SPAN_COLUMNS = (
 )
 BATCH_COLUMNS = (("day", "Date"), ("batch_id", "Int64"))
 SPAN_KEY = "team_id, trace_id, span_id, start_ns"
-# The traces' search sets (``apps.analysis.trace_search``): a row per element, the day
-# being the root's. The trace list looks its elements up by team and hash, and takes the
-# traces past a start or a duration; every revision's keys stay in the sorting key, so
-# no merge folds the current one into an older.
+# The traces' search sets (``apps.analysis.trace_search``): a row per trace and revision,
+# its elements in one array, the day being the root's. Some sixty elements a trace: a row
+# each would make the store's rows nine a span instead of one. The trace list scans a
+# team's rows in its time range for the elements, as ClickHouse scans columns. Every
+# revision's keys stay in the sorting key, and so does a hash of its elements, so no merge
+# folds one revision into another; a pass redone sends identical rows, which merge.
 SEARCH_COLUMNS = (
     ("day", "Date"),
     ("team_id", "Int64"),
-    ("hash", "Int64"),
     ("start_ns", "Int64"),
     ("trace_pk", "Int64"),
     ("duration_ns", "Int64"),
+    ("set_hash", "Int64"),
+    ("hashes", "Array(Int64)"),
 )
-SEARCH_KEY = "team_id, hash, start_ns, trace_pk, duration_ns"
+SEARCH_KEY = "team_id, start_ns, trace_pk, duration_ns, set_hash"
+# The first schema's table, a row per element; its sets are copied again by
+# ``span_store_migrate --copy-search-sets``.
+RETIRED_TABLES = ("trace_search",)
 
 
 def span_table(config: ClickHouseConfig) -> str:
@@ -84,11 +90,11 @@ def batch_local_table(config: ClickHouseConfig) -> str:
 
 
 def search_table(config: ClickHouseConfig) -> str:
-    return f"{config.database}.trace_search"
+    return f"{config.database}.trace_sets"
 
 
 def search_local_table(config: ClickHouseConfig) -> str:
-    return f"{config.database}.trace_search_local" if config.cluster else search_table(config)
+    return f"{config.database}.trace_sets_local" if config.cluster else search_table(config)
 
 
 def _columns(columns: tuple[tuple[str, str], ...]) -> str:
@@ -110,7 +116,7 @@ def schema_statements(config: ClickHouseConfig) -> Iterator[str]:
     tables = (
         ("spans", SPAN_COLUMNS, SPAN_KEY, "cityHash64(team_id, trace_id)", INDEX_GRANULARITY),
         ("span_batches", BATCH_COLUMNS, "batch_id", "intHash64(batch_id)", 8192),
-        ("trace_search", SEARCH_COLUMNS, SEARCH_KEY, "intHash64(trace_pk)", 8192),
+        ("trace_sets", SEARCH_COLUMNS, SEARCH_KEY, "intHash64(trace_pk)", 8192),
     )
     for name, columns, key, sharding, granularity in tables:
         local = f"{name}_local" if config.cluster else name
@@ -124,3 +130,7 @@ def schema_statements(config: ClickHouseConfig) -> Iterator[str]:
                 f"CREATE TABLE IF NOT EXISTS {db}.{name}{on_cluster} AS {db}.{local} "
                 f"ENGINE = Distributed({config.cluster}, {db}, {local}, {sharding})"
             )
+    for name in RETIRED_TABLES:
+        yield f"DROP TABLE IF EXISTS {db}.{name}{on_cluster}"
+        if config.cluster:
+            yield f"DROP TABLE IF EXISTS {db}.{name}_local{on_cluster}"
