@@ -49,6 +49,20 @@ def _processes() -> dict[int, _Process]:
     return found
 
 
+def _settled_processes(tries: int = 5) -> dict[int, _Process]:
+    """The processes, read again until two readings name the same ones. A backend that
+    ends while /proc is read, after its postmaster's line, is in neither its own line nor
+    the postmaster's reaped time: a reading then loses all its CPU (seen once as a
+    phase's PostgreSQL total below its own backends' share)."""
+    processes = _processes()
+    for _ in range(tries):
+        again = _processes()
+        if again.keys() == processes.keys():
+            return again
+        processes = again
+    return processes
+
+
 def _tree_s(processes: dict[int, _Process], root: int) -> float:
     members = {root}
     grew = True
@@ -108,8 +122,7 @@ class CpuMeter:
         self.roots = roots
 
     def snapshot(self) -> dict[str, float]:
-        processes = _processes()
-        return self._parts(processes)
+        return self._parts(_settled_processes())
 
     def _parts(self, processes: dict[int, _Process]) -> dict[str, float]:
         parts = {name: _tree_s(processes, pid) for name, pid in self.roots.items()}

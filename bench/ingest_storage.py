@@ -24,7 +24,8 @@ Per phase, from its start to the last trace finalized:
   most. Unlike the CPU of its backends, it leaves out what other work on the machine
   makes them wait for, so it compares two stores on a busy machine better.
 - ClickHouse: on each replica, ``spans_local``'s active parts (bytes on disk, and the
-  columns' bytes uncompressed) per span that replica holds.
+  columns' bytes uncompressed) per span that replica holds; and the search sets'
+  (``trace_sets_local``) bytes on disk over every replica, per span.
 """
 
 import os
@@ -253,14 +254,15 @@ def _replicas(url: str) -> dict[str, tuple[str, int]]:
     }
 
 
-def _replicas_parts(url: str) -> dict[str, tuple[int, int, int, int]]:
-    """Each replica's ``spans_local`` active parts: rows, bytes on disk, uncompressed
-    bytes, parts."""
+def _replicas_parts(url: str, *, sets: bool = False) -> dict[str, tuple[int, int, int, int]]:
+    """Each replica's ``spans_local`` (or, with ``sets``, ``trace_sets_local``) active
+    parts: rows, bytes on disk, uncompressed bytes, parts."""
     from apps.ingest.span_store.clickhouse_client import clickhouse, clickhouse_config
-    from apps.ingest.span_store.clickhouse_schema import span_local_table
+    from apps.ingest.span_store.clickhouse_schema import search_local_table, span_local_table
 
     config = clickhouse_config(url)
-    database, table = span_local_table(config).split(".")
+    local_table = search_local_table if sets else span_local_table
+    database, table = local_table(config).split(".")
     sources = {"s1r1": "system.parts"}
     if config.cluster:
         user, password = config.user, config.password
@@ -300,6 +302,7 @@ class StorageMeter:
         self.started = time.monotonic()
         self.tables_from = {name: _relation_bytes(t) for name, t in _pg_tables().items()}
         self.parts_from = _replicas_parts(self.url) if self.url else {}
+        self.sets_from = _replicas_parts(self.url, sets=True) if self.url else {}
         self.statements_from = _statements()
 
     def tick(self) -> None:
@@ -343,8 +346,14 @@ class StorageMeter:
                 "uncompressed_bytes_per_span": _per(raw, rows),
                 "active_parts": parts,
             }
+        sets_on_disk = sum(
+            disk - self.sets_from.get(name, (0, 0, 0, 0))[1]
+            for name, (_, disk, _, _) in _replicas_parts(self.url, sets=True).items()
+        )
         return {
             # Every replica's bytes, per span stored once: what the cluster keeps per span.
             "ch_bytes_on_disk_per_span_all_replicas": _per(on_disk, spans),
+            # The analyzed traces' search sets beside them, the same way.
+            "ch_sets_bytes_on_disk_per_span_all_replicas": _per(sets_on_disk, spans),
             "ch_replicas": replicas,
         }

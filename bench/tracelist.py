@@ -17,6 +17,12 @@ warm-up, then ``REQUESTS`` timed ones per URL. Deep pages start from a cursor ta
 100,000 traces (or the stated depth) into the list, as following "Next page" that far
 would. ``BENCH_KEEPDB=1`` keeps the loaded test database for another run (reusing it
 when it is there); otherwise it is dropped at the end.
+
+With ``BENCH_SPAN_STORE_URL`` (a ``SPAN_STORE_URL`` of a ClickHouse store) the list runs
+as on a deployment whose spans are there: the store's database is made anew, the trace
+rows' sets copied into it (``span_store_migrate --copy-search-sets``) and PostgreSQL's
+GIN index on them dropped, so the filters past the list's walk of 5,000 traces ask the
+store for candidates. Without it the index is (re)built, as ``span_store_migrate`` does.
 """
 
 import os
@@ -29,7 +35,7 @@ from urllib.parse import urlencode
 from django.db import connection
 from django.http import QueryDict
 from django.test import Client
-from django.test.utils import setup_test_environment
+from django.test.utils import override_settings, setup_test_environment
 
 from apps.analysis.models import StageSample
 from apps.core.startup import freeze_startup_objects
@@ -49,6 +55,7 @@ if TYPE_CHECKING:
 SPANS = int(os.environ.get("BENCH_SPANS", "10000000"))
 KEEPDB = os.environ.get("BENCH_KEEPDB", "") == "1"
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "30"))
+SPAN_STORE_URL = os.environ.get("BENCH_SPAN_STORE_URL", "")
 SPANS_PER_TRACE = 10
 TRACES = SPANS // SPANS_PER_TRACE
 DAYS = 7
@@ -459,6 +466,21 @@ def _scenarios(big: "Team", now_s: int) -> dict[str, tuple[str, dict[str, Any]]]
     return scenarios
 
 
+def _store_prepare() -> None:
+    """The search sets where the store looks them up: in a ClickHouse store made anew
+    (the trace rows' ids start again with each loaded database), or in the GIN index."""
+    from apps.ingest.services.search_index import search_sets_copy
+    from apps.ingest.span_store import span_store
+    from bench.ingest_storage import span_store_prepare
+
+    span_store_prepare(SPAN_STORE_URL)
+    store = span_store()
+    if store.keeps_search_sets:
+        started = time.perf_counter()
+        copied = search_sets_copy(store)
+        print(f"copied {copied:,} search sets in {time.perf_counter() - started:.0f} s")
+
+
 def _measure(client: Client, path: str, params: dict[str, Any], token: str) -> dict[str, Any]:
     params = dict(params)
     headers = {}
@@ -507,15 +529,17 @@ def run() -> None:
             print(f"loaded in {time.perf_counter() - started:.0f} s")
         else:
             print(f"reusing the kept test database: {loaded.traces:,} traces")
-        # As a web process does after start-up (budgets_site/wsgi.py): what is alive now
-        # is never walked by the collector again.
-        freeze_startup_objects()
-        client = Client()
-        client.force_login(loaded.user)
-        big = loaded.teams["tl-big"]
-        rows: dict[str, dict[str, Any]] = {}
-        for name, (path, params) in _scenarios(big, now_s).items():
-            rows[name] = _measure(client, path, params, loaded.token)
+        with override_settings(SPAN_STORE_URL=SPAN_STORE_URL):
+            _store_prepare()
+            # As a web process does after start-up (budgets_site/wsgi.py): what is alive
+            # now is never walked by the collector again.
+            freeze_startup_objects()
+            client = Client()
+            client.force_login(loaded.user)
+            big = loaded.teams["tl-big"]
+            rows: dict[str, dict[str, Any]] = {}
+            for name, (path, params) in _scenarios(big, now_s).items():
+                rows[name] = _measure(client, path, params, loaded.token)
         print_table("Trace list, server time in process (ms)", rows)
         print_rows(
             f"Rows listed, SQL statements per request, and the goal (p95 ≤ {GOAL_MS} ms)",
@@ -533,6 +557,7 @@ def run() -> None:
                 "days": DAYS,
                 "requests": REQUESTS,
                 "deep_cursor_at": DEEP,
+                "span_store_url": SPAN_STORE_URL,
             },
         )
         print(f"\nwritten {written}")
