@@ -145,6 +145,34 @@ def test_each_revision_of_a_set_is_a_candidate_of_its_own(store: SpanStore) -> N
     assert named([(B,)]) == [(9_000, 7)]
 
 
+def test_elements_are_compared_on_their_low_bits_and_named_as_a_superset(
+    store: SpanStore,
+) -> None:
+    """The store keeps 32 bits of each element: a set whose element differs from the
+    filter's only above them is named too (the trace list checks every candidate on its
+    row); negative hashes and the widest ones compare like the others."""
+    team_id = random.randrange(10**9, 10**12)
+    element = -(2**63) + 12_345
+    twin = element + 2**40  # the same low 32 bits
+    widest = 2**63 - 1
+    store.search_sets_write([
+        SearchSet(team_id, 1, 1_000, 5, [element, C]),
+        SearchSet(team_id, 2, 2_000, 5, [twin, C]),
+        SearchSet(team_id, 3, 3_000, 5, [widest]),
+    ])  # fmt: skip
+    newest = SearchOrder(by_start=True, descending=True, boundary=10**9)
+
+    def named(groups: list[tuple[int, ...]]) -> list[tuple[int, int]]:
+        return store.search_candidates(
+            team_id=team_id, groups=groups, order=newest, after=None, limit=10
+        )
+
+    assert named([(element,)]) == [(2_000, 2), (1_000, 1)]
+    assert named([(widest,)]) == [(3_000, 3)]
+    assert named([(widest, element), (C,)]) == [(2_000, 2), (1_000, 1)]
+    assert named([(element + 1,)]) == []
+
+
 def trace_ids(html: str) -> list[str]:
     return re.findall(r'<tr data-trace="([0-9a-f]{32})">', html)
 
