@@ -236,10 +236,7 @@ class ClickHouseSpanStore(SpanStore):
         # On the elements' low 32 bits: a trace whose set holds another element with the
         # same low bits is named too (about one in 10^8 traces a filter element) and
         # dropped by the caller's check; half the bytes of the full hashes to scan.
-        conditions += [
-            f"hasAny(elements, [{', '.join(str(v) for v in sorted({_low32(h) for h in g}))}])"
-            for g in groups
-        ]
+        conditions += [f"hasAny(elements, [{_low32_list(g)}])" for g in groups]
         sql = (
             f"SELECT DISTINCT {key}, trace_pk FROM {search_table(self.config)} "  # noqa: S608
             f"WHERE {' AND '.join(conditions)} "
@@ -354,6 +351,11 @@ def _set_row(s: SearchSet) -> tuple[date, int, int, int, int, int, tuple[int, ..
 
 def _low32(value: int) -> int:
     return value & 0xFFFFFFFF
+
+
+def _low32_list(hashes: Iterable[int]) -> str:
+    # Unsigned: an old server finds no common type for literals of both signs.
+    return ", ".join(str(v) for v in sorted({_low32(h) for h in hashes}))
 
 
 def _quoted(value: str) -> str:

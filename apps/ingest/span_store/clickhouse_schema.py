@@ -14,8 +14,9 @@ disagree on their start are both kept, and readers choose as analysis does.
 redone after a failure finds what it already wrote. ``trace_sets`` holds the analyzed
 traces' search sets, which the trace list's attribute and stage filters look up.
 
-Every statement is idempotent (``IF NOT EXISTS``): the command can run again at any
-time, and on each deployment.
+Every statement is idempotent (``IF NOT EXISTS``, or ``IF EXISTS`` for the first
+schema's table it drops): the command can run again at any time, and on each
+deployment.
 """
 
 from collections.abc import Iterator
